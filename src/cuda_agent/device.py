@@ -1,0 +1,113 @@
+"""Which execution backend to use, and the facts of the device it runs on."""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .errors import BackendUnavailableError
+
+BACKENDS = ("cuda", "cpu")
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # a broken driver install raises from inside torch
+        return False
+
+
+def resolve_backend(requested: str | None) -> str:
+    """'cuda' or 'cpu'. None or 'auto' picks cuda when a GPU is visible."""
+    if requested in (None, "", "auto"):
+        return "cuda" if cuda_available() else "cpu"
+    if requested not in BACKENDS:
+        raise BackendUnavailableError(f"unknown backend {requested!r}; choose one of {', '.join(BACKENDS)}")
+    if requested == "cuda" and not cuda_available():
+        import torch
+
+        why = ("this torch build has no CUDA support" if torch.version.cuda is None
+               else "no NVIDIA GPU is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)")
+        raise BackendUnavailableError(
+            f"the cuda backend needs an NVIDIA GPU, but {why} (torch {torch.__version__}). "
+            "Run on a GPU machine, or use --device cpu to judge CPU solutions (kernels/*.cpp)."
+        )
+    return requested
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    backend: str
+    name: str
+    torch_version: str
+    compute_capability: str | None = None
+    multiprocessors: int | None = None
+    memory_bytes: int | None = None
+    l2_cache_bytes: int | None = None
+    shared_memory_per_block_bytes: int | None = None
+    shared_memory_per_multiprocessor_bytes: int | None = None
+    registers_per_multiprocessor: int | None = None
+    max_threads_per_multiprocessor: int | None = None
+    warp_size: int | None = None
+    cuda_version: str | None = None
+    cpu_cores: int | None = None
+    last_level_cache_bytes: int | None = None
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @property
+    def cache_bytes(self) -> int:
+        """The cache a timing flush must overwrite: L2 on a GPU, the last level on a CPU."""
+        return self.l2_cache_bytes or self.last_level_cache_bytes or 32 * 1024 * 1024
+
+
+def _cpu_last_level_cache() -> int | None:
+    best = None
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            text = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        scale = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
+        value = int(text.rstrip("KMG")) * scale
+        best = max(best or 0, value)
+    return best
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def probe_device(backend: str, index: int = 0) -> DeviceInfo:
+    """Read the device's facts. For cuda this initialises CUDA in the calling process."""
+    import torch
+
+    if backend == "cpu":
+        return DeviceInfo("cpu", _cpu_name(), torch.__version__,
+                          cpu_cores=len(os.sched_getaffinity(0)),
+                          last_level_cache_bytes=_cpu_last_level_cache())
+    props = torch.cuda.get_device_properties(index)
+    return DeviceInfo(
+        "cuda", props.name, torch.__version__,
+        compute_capability=f"{props.major}.{props.minor}",
+        multiprocessors=props.multi_processor_count,
+        memory_bytes=props.total_memory,
+        l2_cache_bytes=getattr(props, "L2_cache_size", None),
+        shared_memory_per_block_bytes=getattr(props, "shared_memory_per_block_optin", None),
+        shared_memory_per_multiprocessor_bytes=getattr(props, "shared_memory_per_multiprocessor", None),
+        registers_per_multiprocessor=getattr(props, "regs_per_multiprocessor", None),
+        max_threads_per_multiprocessor=getattr(props, "max_threads_per_multi_processor", None),
+        warp_size=getattr(props, "warp_size", 32),
+        cuda_version=torch.version.cuda,
+    )

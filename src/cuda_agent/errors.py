@@ -1,0 +1,21 @@
+"""Errors a user can act on. Each message says what is wrong and what to do about it."""
+
+
+class CudaAgentError(Exception):
+    """Base class: an error whose message is meant for the user, printed without a traceback."""
+
+
+class TaskFormatError(CudaAgentError):
+    """A task file or dataset row does not follow the KernelBench format."""
+
+
+class SolutionFormatError(CudaAgentError):
+    """A candidate solution is missing a file, a class, or does not match its task."""
+
+
+class BackendUnavailableError(CudaAgentError):
+    """The requested execution backend cannot run on this machine."""
+
+
+class ToolchainError(CudaAgentError):
+    """A compiler or build tool the judge needs is missing or broken."""

@@ -1,0 +1,223 @@
+"""Build a workspace solution into a ``cuda_extension`` module, in a judge-owned directory.
+
+The build is content-addressed at two levels, so identical sources are never compiled twice:
+
+* each object file is keyed by the toolchain, its source text and the solution's headers, so
+  editing one kernel recompiles only that kernel;
+* the linked module is keyed by its objects, so an unchanged solution is a cache hit.
+
+Headers every binding needs (torch, pybind11) are precompiled once per toolchain. Only the
+objects that are missing are handed to ninja, which runs the compilers in parallel under a
+time limit; the judge's own ``binding.cpp`` and ``binding_registry.h`` replace whatever the
+workspace holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+
+from ..solution import (BINDING_SUFFIX, CUDA_SOURCE_SUFFIXES, CXX_SOURCE_SUFFIXES,
+                        HEADER_SUFFIXES, Solution)
+from . import diagnostics
+from .toolchain import EXTENSION_NAME, Toolchain
+
+INFRA_DIR = Path(__file__).resolve().parent.parent / "workspace" / "files"
+INFRA_BINDING = "binding.cpp"
+INFRA_REGISTRY = "binding_registry.h"
+INFRA_PCH = "binding_pch.h"
+MODULE_FILE = f"{EXTENSION_NAME}.so"
+LOG_LIMIT = 20_000
+
+
+@dataclass
+class BuildResult:
+    ok: bool
+    module_path: Path | None
+    errors: str            # short, for the candidate's author
+    log: str               # the compiler output, truncated
+    seconds: float
+    cache_hit: bool
+    objects_compiled: int
+    objects_total: int
+    timed_out: bool = False
+
+
+@dataclass(frozen=True)
+class _Unit:
+    rel: str        # path relative to the staged tree
+    rule: str       # binding | cxx | nvcc
+    key: str        # content hash: names the object in the cache
+
+
+def _sha(*parts: str | bytes) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part if isinstance(part, bytes) else part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:32]
+
+
+def _infra_text(name: str) -> str:
+    return (INFRA_DIR / name).read_text()
+
+
+class ExtensionBuilder:
+    """Builds solutions with one toolchain, caching under ``cache_dir/build``."""
+
+    def __init__(self, toolchain: Toolchain, cache_dir: Path, timeout_s: float = 300.0,
+                 jobs: int | None = None, use_pch: bool = True):
+        self.toolchain = toolchain
+        self.root = Path(cache_dir) / "build"
+        self.timeout_s = timeout_s
+        self.jobs = jobs or os.cpu_count() or 2
+        self.use_pch = use_pch
+        for sub in ("objects", "modules", "work", "pch"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+
+    # -- planning -------------------------------------------------------------------------
+    def _units(self, solution: Solution) -> list[_Unit]:
+        tc = self.toolchain
+        headers = "".join(f"{p}\0{solution.files[p]}\0" for p in solution.kernel_files(HEADER_SUFFIXES))
+        infra = _infra_text(INFRA_REGISTRY) + _infra_text(INFRA_PCH)
+        units = [_Unit(INFRA_BINDING, "binding", _sha(tc.identity, "binding", infra, _infra_text(INFRA_BINDING)))]
+        suffixes = CXX_SOURCE_SUFFIXES + (CUDA_SOURCE_SUFFIXES if tc.backend == "cuda" else ())
+        for rel in solution.kernel_files(suffixes):
+            if rel.endswith(CUDA_SOURCE_SUFFIXES):
+                rule = "nvcc"
+            elif rel.endswith(BINDING_SUFFIX):
+                rule = "binding"
+            else:
+                rule = "cxx"
+            units.append(_Unit(rel, rule, _sha(tc.identity, rule, rel, solution.files[rel], headers, infra)))
+        return units
+
+    def module_key(self, solution: Solution) -> str:
+        return _sha(self.toolchain.identity, *sorted(u.key for u in self._units(solution)))
+
+    def cached_module(self, solution: Solution) -> Path | None:
+        path = self.root / "modules" / self.module_key(solution) / MODULE_FILE
+        return path if path.exists() else None
+
+    # -- precompiled header -----------------------------------------------------------------
+    def _pch_header(self) -> tuple[Path | None, str]:
+        """The force-included header, precompiled once per toolchain; None if PCH is off."""
+        if not self.use_pch:
+            return None, ""
+        pch_dir = self.root / "pch" / self.toolchain.identity
+        header = pch_dir / INFRA_PCH
+        gch = pch_dir / (INFRA_PCH + ".gch")
+        failed = pch_dir / "FAILED"
+        with FileLock(str(pch_dir) + ".lock"):
+            if gch.exists():
+                return header, ""
+            if failed.exists():
+                return header, failed.read_text()
+            pch_dir.mkdir(parents=True, exist_ok=True)
+            for name in (INFRA_PCH, INFRA_REGISTRY):
+                shutil.copyfile(INFRA_DIR / name, pch_dir / name)
+            tmp = pch_dir / (INFRA_PCH + ".gch.tmp")
+            cmd = [self.toolchain.cxx, *self.toolchain.binding_flags, "-x", "c++-header", str(header), "-o", str(tmp)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s * 2)
+            if proc.returncode != 0:
+                # Without the PCH every binding still compiles, only slower; remember why.
+                failed.write_text(diagnostics.summarize(proc.stderr))
+                return header, failed.read_text()
+            os.replace(tmp, gch)
+            return header, ""
+
+    # -- building -----------------------------------------------------------------------------
+    def build(self, solution: Solution) -> BuildResult:
+        start = time.perf_counter()
+        units = self._units(solution)
+        module_dir = self.root / "modules" / self.module_key(solution)
+        module = module_dir / MODULE_FILE
+        if module.exists():
+            return BuildResult(True, module, "", "", time.perf_counter() - start, True, 0, len(units))
+
+        pch_header, pch_note = self._pch_header()
+        workdir = Path(tempfile.mkdtemp(prefix="build-", dir=self.root / "work"))
+        try:
+            solution.write_to(workdir)
+            for name in (INFRA_BINDING, INFRA_REGISTRY):  # the judge's copies, never the workspace's
+                shutil.copyfile(INFRA_DIR / name, workdir / name)
+            missing = [u for u in units if not self._object(u).exists()]
+            self._write_ninja(workdir, units, missing, pch_header)
+            ok, output, timed_out = self._run_ninja(workdir)
+            for unit in missing:  # keep what compiled, even when another unit failed
+                built = workdir / "obj" / f"{unit.key}.o"
+                if built.exists():
+                    os.replace(built, self._object(unit))
+            log = (pch_note + "\n" + output).strip()[-LOG_LIMIT:]
+            if not ok:
+                summary = (f"the build exceeded its {self.timeout_s:.0f} s limit" if timed_out
+                           else diagnostics.summarize(output, (str(workdir),)))
+                return BuildResult(False, None, summary, log, time.perf_counter() - start, False,
+                                   len(missing), len(units), timed_out)
+            staged = Path(tempfile.mkdtemp(prefix="module-", dir=self.root / "work"))
+            os.replace(workdir / MODULE_FILE, staged / MODULE_FILE)
+            try:
+                os.replace(staged, module_dir)
+            except OSError:  # another judge linked the same module first; theirs is identical
+                shutil.rmtree(staged, ignore_errors=True)
+            return BuildResult(True, module, "", log, time.perf_counter() - start, False,
+                               len(missing), len(units))
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def _object(self, unit: _Unit) -> Path:
+        return self.root / "objects" / f"{unit.key}.o"
+
+    def _write_ninja(self, workdir: Path, units: list[_Unit], missing: list[_Unit],
+                     pch_header: Path | None) -> None:
+        tc = self.toolchain
+        q = shlex.join
+        include_pch = f"-Winvalid-pch -include {shlex.quote(str(pch_header))}" if pch_header else ""
+        lines = [
+            "ninja_required_version = 1.3",
+            f"rule binding\n  command = {shlex.quote(tc.cxx)} {q(tc.binding_flags)} {include_pch} -c $in -o $out",
+            f"rule cxx\n  command = {shlex.quote(tc.cxx)} {q(tc.kernel_cxx_flags)} -c $in -o $out",
+            f"rule link\n  command = {shlex.quote(tc.cxx)} $in {q(tc.ldflags)} -o $out",
+        ]
+        if tc.nvcc:
+            lines.append(f"rule nvcc\n  command = {shlex.quote(tc.nvcc)} {q(tc.nvcc_flags)} -c $in -o $out")
+        missing_keys = {u.key for u in missing}
+        objects = []
+        for unit in units:
+            if unit.key in missing_keys:
+                out = f"obj/{unit.key}.o"
+                lines.append(f"build {out}: {unit.rule} {unit.rel}")
+            else:
+                out = str(self._object(unit))
+            objects.append(out)
+        lines.append(f"build {MODULE_FILE}: link {' '.join(objects)}")
+        (workdir / "build.ninja").write_text("\n".join(lines) + "\n")
+
+    def _run_ninja(self, workdir: Path) -> tuple[bool, str, bool]:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(workdir),
+            "TMPDIR": str(workdir),
+            "LANG": "C",
+            "LC_ALL": "C",
+        }
+        proc = subprocess.Popen(["ninja", "-k", "0", "-j", str(self.jobs)], cwd=workdir, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        try:
+            output, _ = proc.communicate(timeout=self.timeout_s)
+            return proc.returncode == 0, output, False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            output, _ = proc.communicate()
+            return False, output, True

@@ -1,0 +1,54 @@
+"""Settings of the judge. Defaults follow the paper (5 checks, atol = rtol = 1e-2, 5% margin)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+def default_cache_dir() -> Path:
+    """``$CUDA_AGENT_CACHE``, else ``$XDG_CACHE_HOME/cuda-agent``, else ``~/.cache/cuda-agent``."""
+    if env := os.environ.get("CUDA_AGENT_CACHE"):
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "cuda-agent"
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    """How each of candidate, eager and compile is timed. Part of the baseline cache key."""
+
+    warmup_calls: int = 5
+    min_calls: int = 20
+    max_calls: int = 100
+    target_seconds: float = 1.0       # stop once this much time has been measured
+    flush_cache: bool = True          # overwrite 2x the last-level cache before each call
+    cpu_threads: int | None = None    # cpu backend: torch and OpenMP threads (default: all cores)
+
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    backend: str | None = None        # 'cuda', 'cpu', or None for the best available
+    device_index: int = 0
+    num_checks: int = 5
+    atol: float = 1e-2
+    rtol: float = 1e-2
+    recheck_calls: int = 3            # timed calls whose outputs are checked afterwards
+    margin: float = 0.05              # reward Eq. 1: "faster" means more than 5% faster
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    use_baseline_cache: bool = True
+    fast_math: bool = False
+    build_timeout_s: float = 300.0
+    load_timeout_s: float = 300.0     # importing the candidate (a single-file one compiles here)
+    call_timeout_s: float = 60.0      # one forward call during the checks
+    timing_timeout_s: float = 600.0   # one timing run (torch.compile warms up inside it)
+    memory_limit_bytes: int | None = 32 * 1024**3   # resident memory of one worker process
+    isolate_network: bool = True
+    seed: int | None = None           # fixes the secret seeds; for tests and reproduction only

@@ -1,0 +1,153 @@
+"""Compare a candidate's output with the reference's, in the judge's own process.
+
+Structure, type, shape and dtype must match exactly. Tensors pass when every element satisfies
+``|c - r| <= atol + rtol * |r|`` (computed in float64), where the reference is finite; where the
+reference is NaN or infinite the candidate must have the same non-finite value. A non-finite
+candidate value where the reference is finite always fails: NaN is never a wildcard.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+EXACT_DTYPES = (torch.bool, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+
+
+@dataclass
+class CheckResult:
+    index: int
+    passed: bool
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    mismatched: int = 0           # elements outside tolerance
+    elements: int = 0
+    worst: str | None = None      # where the largest error is, e.g. "output[0][3, 17]"
+    message: str = ""
+    phase: str = "verify"         # verify | timing (an output of a timed call)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class _Tally:
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    mismatched: int = 0
+    elements: int = 0
+    worst: str | None = None
+    worst_excess: float = -math.inf
+    problem: str = ""
+
+    def fail(self, message: str) -> None:
+        if not self.problem:
+            self.problem = message
+
+
+def _index_str(flat_index: int, shape: tuple[int, ...]) -> str:
+    if not shape:
+        return ""
+    coords = []
+    for size in reversed(shape):
+        coords.append(flat_index % size)
+        flat_index //= size
+    return "[" + ", ".join(str(c) for c in reversed(coords)) + "]"
+
+
+def _compare_tensor(cand: torch.Tensor, ref: torch.Tensor, where: str, atol: float, rtol: float,
+                    tally: _Tally) -> None:
+    if type(cand) is not torch.Tensor:
+        tally.fail(f"{where} is a {type(cand).__name__}, expected a torch.Tensor")
+        return
+    if cand.dtype != ref.dtype:
+        tally.fail(f"{where} has dtype {cand.dtype}, expected {ref.dtype}")
+        return
+    if tuple(cand.shape) != tuple(ref.shape):
+        tally.fail(f"{where} has shape {tuple(cand.shape)}, expected {tuple(ref.shape)}")
+        return
+    n = ref.numel()
+    tally.elements += n
+    if n == 0:
+        return
+    if ref.dtype in EXACT_DTYPES:
+        bad = cand != ref
+        count = int(bad.sum())
+        if count:
+            first = int(bad.reshape(-1).nonzero()[0])
+            tally.mismatched += count
+            tally.worst = f"{where}{_index_str(first, tuple(ref.shape))}"
+            tally.fail(f"{where}: {count} of {n} values differ (exact match required for {ref.dtype})")
+        return
+
+    c = cand.reshape(-1).to(torch.complex128 if cand.is_complex() else torch.float64)
+    r = ref.reshape(-1).to(c.dtype)
+    ref_finite = torch.isfinite(r)
+    cand_finite = torch.isfinite(c)
+    # Non-finite reference values must be reproduced exactly (same NaN / same signed infinity).
+    nonfinite_ok = (~ref_finite) & ((torch.isnan(r) & torch.isnan(c)) | (r == c))
+    cand_bad_nonfinite = ref_finite & ~cand_finite
+    diff = torch.where(ref_finite & cand_finite, (c - r).abs(), torch.zeros((), dtype=torch.float64))
+    allowed = atol + rtol * torch.where(ref_finite, r.abs(), torch.zeros((), dtype=torch.float64))
+    bad = (ref_finite & (cand_bad_nonfinite | (diff > allowed))) | (~ref_finite & ~nonfinite_ok)
+    count = int(bad.sum())
+    if ref_finite.any():
+        finite_diff = diff[ref_finite & cand_finite]
+        if finite_diff.numel():
+            tally.max_abs = max(tally.max_abs, float(finite_diff.max()))
+            rel = finite_diff / r[ref_finite & cand_finite].abs().clamp_min(1e-12)
+            tally.max_rel = max(tally.max_rel, float(rel.max()))
+    if count:
+        tally.mismatched += count
+        excess = torch.where(bad, diff - allowed + cand_bad_nonfinite.double() * 1e300, torch.full_like(diff, -1e308))
+        worst_flat = int(excess.argmax())
+        if float(excess[worst_flat]) > tally.worst_excess:
+            tally.worst_excess = float(excess[worst_flat])
+            idx = _index_str(worst_flat, tuple(ref.shape))
+            tally.worst = f"{where}{idx}"
+            got, want = c[worst_flat].item(), r[worst_flat].item()
+            tally.fail(f"{where}: {count} of {n} values outside atol={atol:g}, rtol={rtol:g}; worst at "
+                       f"{where}{idx}: got {got:.6g}, expected {want:.6g}")
+        n_nonfinite = int(cand_bad_nonfinite.sum())
+        if n_nonfinite:
+            tally.problem = (f"{where}: {n_nonfinite} NaN/Inf values where the reference is finite; "
+                             + tally.problem)
+
+
+def _compare(cand: Any, ref: Any, where: str, atol: float, rtol: float, tally: _Tally) -> None:
+    if isinstance(ref, torch.Tensor):
+        _compare_tensor(cand, ref, where, atol, rtol, tally)
+    elif isinstance(ref, (list, tuple)):
+        if type(cand) is not type(ref):
+            tally.fail(f"{where} is a {type(cand).__name__}, expected a {type(ref).__name__}")
+        elif len(cand) != len(ref):
+            tally.fail(f"{where} has {len(cand)} items, expected {len(ref)}")
+        else:
+            for i, (c, r) in enumerate(zip(cand, ref)):
+                _compare(c, r, f"{where}[{i}]", atol, rtol, tally)
+    elif isinstance(ref, dict):
+        if not isinstance(cand, dict) or set(cand) != set(ref):
+            tally.fail(f"{where} must be a dict with keys {sorted(ref)}")
+        else:
+            for key in ref:
+                _compare(cand[key], ref[key], f"{where}[{key!r}]", atol, rtol, tally)
+    elif isinstance(ref, float) and not isinstance(ref, bool):
+        if not isinstance(cand, (int, float)) or isinstance(cand, bool):
+            tally.fail(f"{where} is {type(cand).__name__}, expected a float")
+        elif not math.isclose(cand, ref, rel_tol=rtol, abs_tol=atol) and not (math.isnan(ref) and math.isnan(cand)):
+            tally.fail(f"{where} is {cand!r}, expected {ref!r}")
+    elif type(cand) is not type(ref) or cand != ref:
+        tally.fail(f"{where} is {cand!r}, expected {ref!r}")
+
+
+def compare_outputs(candidate: Any, reference: Any, index: int, atol: float, rtol: float,
+                    phase: str = "verify") -> CheckResult:
+    tally = _Tally()
+    _compare(candidate, reference, "output", atol, rtol, tally)
+    passed = not tally.problem
+    return CheckResult(index=index, passed=passed, max_abs_error=tally.max_abs, max_rel_error=tally.max_rel,
+                       mismatched=tally.mismatched, elements=tally.elements, worst=tally.worst,
+                       message=tally.problem or "ok", phase=phase)

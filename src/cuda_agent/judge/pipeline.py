@@ -1,0 +1,367 @@
+"""The judge: build, verify and time a candidate, and return a verdict with the paper's reward.
+
+One judging run:
+
+1. **compile**: check the solution's format and build its extension (workspace layout) in a
+   judge-owned directory.
+2. **verify**: a reference process and a candidate process start fresh. For each check the
+   reference draws new weights from a secret seed and returns its state dict, which the judge
+   loads into ``ModelNew``; both processes build the same inputs from another secret seed and
+   return their outputs; the judge compares them. The candidate never sees expected outputs.
+3. **profile**: the candidate is timed on fresh inputs per call; the outputs of a few timed
+   calls, picked after timing, are checked against the reference too. Eager and torch.compile
+   baselines are timed the same way in fresh processes, or read from the baseline cache.
+
+Any failure of the candidate's process (crash, hang, memory, protocol) ends the run with the
+reason; failures of the reference are reported as the task's fault. Nothing raises out of
+``evaluate`` for a bad candidate.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, Callable
+
+from filelock import FileLock
+
+from ..device import resolve_backend
+from ..errors import SolutionFormatError
+from ..solution import MODEL_FILE, Solution, validate_solution
+from ..task import Task
+from .baselines import BaselineCache, BaselineKey
+from .build import ExtensionBuilder
+from .config import JudgeConfig
+from .correctness import CheckResult, compare_outputs
+from .reward import continuous_reward, milestone_reward
+from .sandbox import SandboxPolicy
+from .timing import TimingStats, consistency_problem
+from .toolchain import Toolchain, detect_toolchain, find_cuda_home
+from .verdict import Verdict, render_feedback
+from .workers import WorkerError, WorkerProcess, WorkerSpec
+
+STAGES = ("compile", "verify", "profile")
+Progress = Callable[[str], None]
+
+
+class _Stop(Exception):
+    """Ends a run early; the verdict already says why."""
+
+
+class Judge:
+    """Judges candidate solutions for tasks. Reusable and safe to share across threads."""
+
+    def __init__(self, config: JudgeConfig | None = None, progress: Progress | None = None):
+        self.config = config or JudgeConfig()
+        self.backend = resolve_backend(self.config.backend)
+        self.cache_dir = Path(self.config.cache_dir)
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.progress = progress or (lambda message: None)
+        self.baselines = BaselineCache(self.cache_dir)
+        self._builder: ExtensionBuilder | None = None
+        self._device_name: str | None = None
+        self._rng = random.Random(self.config.seed) if self.config.seed is not None else random.SystemRandom()
+
+    # -- public API ---------------------------------------------------------------------------
+    def compile(self, task: Task, solution: Solution) -> Verdict:
+        return self.evaluate(task, solution, stage="compile")
+
+    def verify(self, task: Task, solution: Solution) -> Verdict:
+        return self.evaluate(task, solution, stage="verify")
+
+    def judge(self, task: Task, solution: Solution) -> Verdict:
+        return self.evaluate(task, solution, stage="profile")
+
+    @property
+    def builder(self) -> ExtensionBuilder:
+        if self._builder is None:
+            capability = None
+            if self.backend == "cuda":
+                import torch
+
+                capability = torch.cuda.get_device_capability(self.config.device_index)
+            toolchain: Toolchain = detect_toolchain(self.backend, capability, self.config.fast_math)
+            self._builder = ExtensionBuilder(toolchain, self.cache_dir, self.config.build_timeout_s)
+        return self._builder
+
+    def evaluate(self, task: Task, solution: Solution, stage: str = "profile") -> Verdict:
+        if stage not in STAGES:
+            raise ValueError(f"stage must be one of {STAGES}")
+        cfg = self.config
+        verdict = Verdict(status="ok", task=task.name, task_sha256=task.sha256,
+                          solution_sha256=solution.sha256, backend=self.backend,
+                          settings={"num_checks": cfg.num_checks, "atol": cfg.atol, "rtol": cfg.rtol,
+                                    "margin": cfg.margin, "recheck_calls": cfg.recheck_calls,
+                                    "timing": cfg.timing.__dict__, "layout": solution.layout})
+        if solution.ignored:
+            verdict.notes.append("ignored workspace files (the judge supplies its own infrastructure): "
+                                 + ", ".join(solution.ignored[:12]))
+        started = time.perf_counter()
+        try:
+            module = self._compile_stage(task, solution, verdict)
+            if stage != "compile":
+                with _Run(self, task, solution, module, verdict) as run:
+                    run.verify()
+                    if stage == "profile":
+                        run.profile()
+        except _Stop:
+            pass
+        verdict.seconds["total"] = time.perf_counter() - started
+        verdict.reward = milestone_reward(verdict.correct, _median(verdict, "candidate"),
+                                          _median(verdict, "eager"), _median(verdict, "compile"), cfg.margin)
+        verdict.reward_continuous = continuous_reward(verdict.correct, _median(verdict, "candidate"),
+                                                      _median(verdict, "compile"))
+        if stage == "compile" and verdict.status == "ok":
+            verdict.feedback = "compiled successfully (not yet verified)"
+        else:
+            verdict.feedback = render_feedback(verdict)
+        return verdict
+
+    # -- stage 1 ------------------------------------------------------------------------------
+    def _compile_stage(self, task: Task, solution: Solution, verdict: Verdict) -> Path | None:
+        self.progress("checking the solution's format")
+        try:
+            validate_solution(solution, task, self.backend)
+        except SolutionFormatError as exc:
+            _fail(verdict, "compile_error", str(exc))
+        if solution.layout != "workspace":
+            return None  # a single-file solution builds itself with load_inline when imported
+        self.progress("building the extension")
+        result = self.builder.build(solution)
+        verdict.seconds["build"] = result.seconds
+        verdict.build = {"cache_hit": result.cache_hit, "objects_compiled": result.objects_compiled,
+                         "objects_total": result.objects_total, "seconds": result.seconds,
+                         "toolchain": self.builder.toolchain.identity, "arch": self.builder.toolchain.arch}
+        if not result.ok:
+            verdict.details = result.log
+            _fail(verdict, "compile_error", result.errors)
+        return result.module_path
+
+    def timing_lock(self) -> FileLock:
+        """Timing runs on one device never overlap, across threads and processes."""
+        locks = self.cache_dir / "locks"
+        locks.mkdir(exist_ok=True)
+        return FileLock(str(locks / f"{self.backend}-{self.config.device_index}.lock"))
+
+    def baseline_key(self, task: Task, device: dict) -> BaselineKey:
+        import torch
+
+        t = self.config.timing
+        threads = t.cpu_threads or device.get("cpu_cores") if self.backend == "cpu" else None
+        return BaselineKey(task.sha256, self.backend, device.get("name", "?"), torch.__version__, t.key(), threads)
+
+
+def _median(verdict: Verdict, which: str) -> float | None:
+    stats = verdict.timings.get(which)
+    return stats.median_ms if stats else None
+
+
+def _fail(verdict: Verdict, status: str, error: str, details: str = "", fault: str = "candidate") -> None:
+    verdict.status = status
+    verdict.correct = False
+    verdict.error = error
+    if details:
+        verdict.details = details
+    if fault != "candidate":
+        verdict.notes.append(f"this failure is the {fault}'s, not the candidate's")
+    verdict.settings["fault"] = fault
+    raise _Stop
+
+
+class _Run:
+    """The processes and state of one verify/profile run."""
+
+    def __init__(self, judge: Judge, task: Task, solution: Solution, module: Path | None, verdict: Verdict):
+        self.judge, self.task, self.solution, self.module, self.verdict = judge, task, solution, module, verdict
+        self.cfg = judge.config
+        self.rng = judge._rng
+        self.stack = ExitStack()
+        runs = judge.cache_dir / "runs"
+        runs.mkdir(exist_ok=True)
+        self.dir = Path(tempfile.mkdtemp(prefix="run-", dir=runs))
+        os.chmod(self.dir, 0o700)
+        (self.dir / "task").mkdir()
+        self.task_path = self.dir / "task" / "reference_task.py"
+        self.task_path.write_text(task.source)
+        self.solution_dir = self.dir / "solution"
+        solution.write_to(self.solution_dir)
+        self.device_info: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self.weight_seed: int | None = None
+
+    def __enter__(self) -> "_Run":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stack.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # -- workers ------------------------------------------------------------------------------
+    def _threads(self) -> int | None:
+        if self.judge.backend != "cpu":
+            return None
+        return self.cfg.timing.cpu_threads or len(os.sched_getaffinity(0))
+
+    def _env(self, role: str) -> dict[str, str]:
+        env: dict[str, str] = {}
+        if self.judge.backend == "cuda":
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            ids = visible.split(",") if visible else [str(i) for i in range(self.cfg.device_index + 1)]
+            env["CUDA_VISIBLE_DEVICES"] = ids[self.cfg.device_index]
+            if cuda_home := find_cuda_home():
+                env["CUDA_HOME"] = str(cuda_home)
+                env["PATH"] = f"{cuda_home / 'bin'}:" + os.environ.get("PATH", "/usr/bin:/bin")
+        if threads := self._threads():
+            env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
+        if role == "candidate" and self.solution.layout == "single_file":
+            # load_inline builds here; keyed by the solution so identical sources are reused.
+            ext_dir = self.judge.cache_dir / "inline" / self.solution.sha256[:32]
+            ext_dir.mkdir(parents=True, exist_ok=True)
+            env["TORCH_EXTENSIONS_DIR"] = str(ext_dir)
+            env["MAX_JOBS"] = str(os.cpu_count() or 2)
+        if role != "candidate":
+            # Trusted reference processes share torch.compile's caches across runs.
+            env["TORCHINDUCTOR_CACHE_DIR"] = str(self.judge.cache_dir / "inductor")
+            env["TRITON_CACHE_DIR"] = str(self.judge.cache_dir / "triton")
+        return env
+
+    def _spawn(self, role: str, mode: str) -> WorkerProcess:
+        """Start and set up a worker; raises WorkerError. Safe to call from several threads."""
+        policy = SandboxPolicy(isolate_network=self.cfg.isolate_network)
+        name = f"{role}-{mode}" if role == "reference" else role
+        spec = WorkerSpec(role=name, run_dir=self.dir, policy=policy, env=self._env(role),
+                          memory_limit_bytes=self.cfg.memory_limit_bytes)
+        worker = WorkerProcess(spec)
+        with self._lock:
+            self.stack.callback(worker.close)
+        setup = {"role": role, "device": self.judge.backend, "mode": mode, "task_path": str(self.task_path),
+                 "threads": self._threads(), "flush_cache": self.cfg.timing.flush_cache,
+                 "hide_paths": [str(self.dir)]}
+        if role == "candidate":
+            setup["solution_path"] = str(self.solution_dir / MODEL_FILE)
+            setup["module_path"] = str(self.module) if self.module else None
+        reply = worker.request("setup", self.cfg.load_timeout_s, **setup)
+        with self._lock:
+            self.device_info = reply["device"]
+            self.verdict.device = reply["device"]
+            self.verdict.isolation[name] = {"separate_process": True, "network_isolated": reply["network_isolated"],
+                                            "uid": reply["uid"], "environment": "scrubbed"}
+        return worker
+
+    def start_workers(self, *roles: tuple[str, str]) -> list[WorkerProcess]:
+        """Start workers in parallel; if any fails, the candidate's failure is reported first."""
+        with ThreadPoolExecutor(len(roles)) as pool:
+            futures = [pool.submit(self._spawn, role, mode) for role, mode in roles]
+        failures = [(role, f.exception()) for (role, _), f in zip(roles, futures) if f.exception()]
+        failures.sort(key=lambda item: item[0] != "candidate")
+        for role, exc in failures:
+            if isinstance(exc, WorkerError):
+                self._worker_failed(role, exc)
+            raise exc
+        return [f.result() for f in futures]
+
+    def _worker_failed(self, role: str, exc: WorkerError) -> None:
+        if role == "candidate":
+            _fail(self.verdict, exc.kind, exc.message, exc.log_tail)
+        _fail(self.verdict, "runtime_error", f"the reference ({role}) failed: {exc.message}",
+              exc.log_tail, fault="task")
+
+    def _call(self, worker: WorkerProcess, cmd: str, timeout: float, **fields: Any) -> dict:
+        try:
+            return worker.request(cmd, timeout, **fields)
+        except WorkerError as exc:
+            self._worker_failed("candidate" if worker.spec.role == "candidate" else worker.spec.role, exc)
+            raise  # unreachable: _worker_failed always raises
+
+    def _seed(self) -> int:
+        return self.rng.getrandbits(63)
+
+    # -- stage 2 ------------------------------------------------------------------------------
+    def verify(self) -> None:
+        v, cfg = self.verdict, self.cfg
+        v.stage = "verify"
+        self.judge.progress("starting reference and candidate processes")
+        t0 = time.perf_counter()
+        self.ref, self.cand = self.start_workers(("reference", "eager"), ("candidate", "eager"))
+        v.seconds["start"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        for i in range(cfg.num_checks):
+            self.judge.progress(f"check {i + 1}/{cfg.num_checks}")
+            self._load_weights(self._seed())
+            seed = self._seed()
+            expected = self._call(self.ref, "run", cfg.call_timeout_s, input_seed=seed)["output"]
+            got = self._call(self.cand, "run", cfg.call_timeout_s, input_seed=seed)["output"]
+            v.checks.append(compare_outputs(got, expected, i, cfg.atol, cfg.rtol))
+        v.seconds["verify"] = time.perf_counter() - t0
+        failed = [c for c in v.checks if not c.passed]
+        if failed:
+            _fail(v, "incorrect", failed[0].message)
+        v.correct = True
+
+    def _load_weights(self, weight_seed: int) -> None:
+        state = self._call(self.ref, "init_model", self.cfg.call_timeout_s, weight_seed=weight_seed)["state_dict"]
+        self._call(self.cand, "load_weights", self.cfg.call_timeout_s, weight_seed=weight_seed, state_dict=state)
+        self.weight_seed = weight_seed
+
+    # -- stage 3 ------------------------------------------------------------------------------
+    def _time(self, worker: WorkerProcess, seeds: list[int], label: str) -> tuple[TimingStats, dict]:
+        t = self.cfg.timing
+        self.judge.progress(f"timing {label}")
+        with self.judge.timing_lock():
+            start = time.perf_counter()
+            reply = self._call(worker, "time", self.cfg.timing_timeout_s, seeds=seeds, warmup=t.warmup_calls,
+                               min_calls=t.min_calls, max_calls=t.max_calls, target_seconds=t.target_seconds)
+            wall_ms = (time.perf_counter() - start) * 1e3
+        host, device = reply["host_ms"], reply["device_ms"]
+        problem = consistency_problem(host, device, wall_ms) if host else "no timed calls were reported"
+        if problem:
+            fault = "candidate" if worker is self.cand else "task"
+            _fail(self.verdict, "runtime_error", f"timing of {label} is not credible: {problem}", fault=fault)
+        return TimingStats.from_samples(host, device), reply
+
+    def profile(self) -> None:
+        v, cfg = self.verdict, self.cfg
+        v.stage = "profile"
+        t0 = time.perf_counter()
+        seeds = [self._seed() for _ in range(cfg.timing.warmup_calls + cfg.timing.max_calls)]
+        self._load_weights(self._seed())
+        stats, reply = self._time(self.cand, seeds, "candidate")
+        v.timings["candidate"] = stats
+        self._recheck(seeds, reply["calls"])
+
+        key = self.judge.baseline_key(self.task, self.device_info)
+        for mode in ("eager", "compile"):
+            cached = self.judge.baselines.get(key, mode) if cfg.use_baseline_cache else None
+            if cached is None:
+                (worker,) = self.start_workers(("reference", mode))
+                self._call(worker, "init_model", cfg.call_timeout_s, weight_seed=self.weight_seed, return_state=False)
+                cached, _ = self._time(worker, seeds, "eager" if mode == "eager" else "torch.compile")
+                worker.close()
+                self.judge.baselines.put(key, mode, cached)
+            v.timings[mode] = cached
+        v.seconds["profile"] = time.perf_counter() - t0
+        cand = stats.median_ms
+        v.speedup_vs_eager = v.timings["eager"].median_ms / cand
+        v.speedup_vs_compile = v.timings["compile"].median_ms / cand
+
+    def _recheck(self, seeds: list[int], calls: int) -> None:
+        """Check outputs of timed calls chosen after timing, so every call must be real."""
+        cfg = self.cfg
+        picks = sorted(self.rng.sample(range(calls), min(cfg.recheck_calls, calls)))
+        got = self._call(self.cand, "outputs", cfg.call_timeout_s, indices=picks)["outputs"]
+        for pick, output in zip(picks, got):
+            seed = seeds[cfg.timing.warmup_calls + pick]
+            expected = self._call(self.ref, "run", cfg.call_timeout_s, input_seed=seed)["output"]
+            check = compare_outputs(output, expected, pick, cfg.atol, cfg.rtol, phase="timing")
+            self.verdict.checks.append(check)
+            if not check.passed:
+                self.verdict.timings["candidate"] = None
+                _fail(self.verdict, "incorrect", f"timed call {pick + 1}: {check.message}")

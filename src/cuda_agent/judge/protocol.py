@@ -1,0 +1,145 @@
+"""Messages between the trusted judge and its worker processes.
+
+A message is a length-prefixed JSON header followed by raw tensor buffers. Nothing is pickled:
+the judge reads bytes written by a process that runs candidate code, so decoding must never
+execute anything. Tensors travel as (dtype, shape, bytes) and are rebuilt with
+``torch.frombuffer``; every size is checked against the bytes actually present and a limit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from typing import Any
+
+import torch
+
+_HEADER = struct.Struct("<Q")
+MAX_HEADER_BYTES = 64 * 1024 * 1024
+
+DTYPES: dict[str, torch.dtype] = {
+    name: getattr(torch, name)
+    for name in ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8",
+                 "uint8", "bool", "complex64", "complex128")
+    if hasattr(torch, name)
+}
+_DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+
+
+class ProtocolError(Exception):
+    """The peer sent something that is not a well-formed message (or went away)."""
+
+
+# -- encoding ---------------------------------------------------------------------------------
+def _encode(value: Any, buffers: list[memoryview]) -> Any:
+    if isinstance(value, torch.Tensor):
+        if type(value) is not torch.Tensor and not isinstance(value, torch.nn.Parameter):
+            raise TypeError(f"cannot send a {type(value).__name__}: only plain torch.Tensor")
+        tensor = value.detach()
+        if tensor.dtype not in _DTYPE_NAMES:
+            raise TypeError(f"unsupported tensor dtype {tensor.dtype}")
+        if tensor.device.type != "cpu":
+            tensor = tensor.cpu()
+        flat = tensor.contiguous().reshape(-1)
+        raw = flat.view(torch.uint8) if flat.numel() else torch.empty(0, dtype=torch.uint8)
+        buffers.append(memoryview(raw.numpy()).cast("B"))
+        return {"__tensor__": len(buffers) - 1, "dtype": _DTYPE_NAMES[tensor.dtype],
+                "shape": list(tensor.shape), "device": value.device.type}
+    if isinstance(value, tuple):
+        return {"__tuple__": [_encode(v, buffers) for v in value]}
+    if isinstance(value, list):
+        return [_encode(v, buffers) for v in value]
+    if isinstance(value, dict):
+        return {"__dict__": [[str(k), _encode(v, buffers)] for k, v in value.items()]}
+    if isinstance(value, float) and not math.isfinite(value):
+        return {"__float__": repr(value)}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (torch.dtype, torch.device, torch.Size)):
+        return {"__repr__": str(value)}
+    raise TypeError(f"cannot send a value of type {type(value).__name__}")
+
+
+def encode(message: dict[str, Any]) -> list[memoryview | bytes]:
+    """Frames for ``message``: header length, JSON header, buffers. Tensors may be nested."""
+    buffers: list[memoryview] = []
+    body = _encode(message, buffers)
+    header = json.dumps({"body": body, "sizes": [b.nbytes for b in buffers]}).encode()
+    return [_HEADER.pack(len(header)), header, *buffers]
+
+
+def send(fd: int, message: dict[str, Any]) -> None:
+    for frame in encode(message):
+        view = memoryview(frame).cast("B")
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+
+
+# -- decoding ---------------------------------------------------------------------------------
+def _read_exact(fd: int, n: int) -> bytearray:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        chunk = os.readv(fd, [view[got:]])
+        if chunk == 0:
+            raise ProtocolError("the worker closed its channel")
+        got += chunk
+    return buf
+
+
+def _decode(node: Any, buffers: list[bytearray]) -> Any:
+    if isinstance(node, list):
+        return [_decode(v, buffers) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if "__tensor__" in node:
+        index, dtype_name, shape = node.get("__tensor__"), node.get("dtype"), node.get("shape")
+        if dtype_name not in DTYPES or not isinstance(index, int) or not 0 <= index < len(buffers):
+            raise ProtocolError(f"malformed tensor entry {str(node)[:200]}")
+        if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
+            raise ProtocolError(f"malformed tensor shape {str(shape)[:200]}")
+        dtype = DTYPES[dtype_name]
+        raw = buffers[index]
+        numel = math.prod(shape)
+        itemsize = torch.empty(0, dtype=dtype).element_size()
+        if numel * itemsize != len(raw):
+            raise ProtocolError(f"tensor of shape {shape} and {dtype_name} needs {numel * itemsize} "
+                                f"bytes, {len(raw)} were sent")
+        if numel == 0:
+            return torch.empty(shape, dtype=dtype)
+        return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape)
+    if "__tuple__" in node:
+        return tuple(_decode(v, buffers) for v in node["__tuple__"])
+    if "__dict__" in node:
+        return {str(k): _decode(v, buffers) for k, v in node["__dict__"]}
+    if "__float__" in node:
+        return float(node["__float__"])
+    if "__repr__" in node:
+        return str(node["__repr__"])
+    return {k: _decode(v, buffers) for k, v in node.items()}
+
+
+def receive(fd: int, max_bytes: int) -> dict[str, Any]:
+    """Read one message; refuse anything larger than ``max_bytes`` in all."""
+    (length,) = _HEADER.unpack(bytes(_read_exact(fd, _HEADER.size)))
+    if length > min(MAX_HEADER_BYTES, max_bytes):
+        raise ProtocolError(f"message header of {length} bytes exceeds the limit")
+    try:
+        header = json.loads(_read_exact(fd, length))
+        sizes = header["sizes"]
+        body = header["body"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ProtocolError(f"malformed message header ({exc})") from None
+    if not isinstance(sizes, list) or not all(isinstance(s, int) and s >= 0 for s in sizes):
+        raise ProtocolError("malformed buffer sizes")
+    if sum(sizes) + length > max_bytes:
+        raise ProtocolError(f"message of {sum(sizes) + length} bytes exceeds the limit of {max_bytes}")
+    buffers = [_read_exact(fd, size) for size in sizes]
+    message = _decode(body, buffers)
+    if not isinstance(message, dict):
+        raise ProtocolError("a message must be an object")
+    return message

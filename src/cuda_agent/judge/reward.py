@@ -1,0 +1,36 @@
+"""The paper's rewards (Eq. 1 of arXiv 2602.24286) and the continuous variant used in ablations."""
+
+from __future__ import annotations
+
+MARGIN = 0.05
+
+
+def beats(t: float, t0: float, margin: float = MARGIN) -> bool:
+    """b(t, t0): the candidate is more than ``margin`` faster than baseline time ``t0``."""
+    return t0 > 0 and (t0 - t) / t0 > margin
+
+
+def milestone_reward(correct: bool, t: float | None, t_eager: float | None, t_compile: float | None,
+                     margin: float = MARGIN) -> int:
+    """-1 unless correct; 3 if faster than eager and compile; 2 if faster than eager only; else 1.
+
+    A correct candidate that was not timed (a verify-only run) gets 1: correct, speed unknown.
+    """
+    if not correct:
+        return -1
+    if t is None or t_eager is None:
+        return 1
+    faster_eager = beats(t, t_eager, margin)
+    faster_compile = t_compile is not None and beats(t, t_compile, margin)
+    if faster_eager and faster_compile:
+        return 3
+    if faster_eager:
+        return 2
+    return 1
+
+
+def continuous_reward(correct: bool, t: float | None, t_compile: float | None) -> float:
+    """t_compile / t when correct, else -1."""
+    if not correct or not t or not t_compile:
+        return -1.0
+    return t_compile / t

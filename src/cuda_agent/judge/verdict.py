@@ -1,0 +1,131 @@
+"""The verdict: what the judge found, as JSON for programs and as text for people.
+
+The field names ``status``, ``correct``, ``reward``, ``speedup_vs_eager``, ``speedup_vs_compile``,
+``timings``, ``violations``, ``checks`` and ``feedback`` are fixed; fields may be added.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .correctness import CheckResult
+from .timing import TimingStats
+
+STATUSES = ("ok", "compile_error", "forbidden", "runtime_error", "timeout", "incorrect")
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    file: str
+    line: int | None
+    message: str
+
+    def render(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: [{self.rule}] {self.message}"
+
+
+@dataclass
+class Verdict:
+    status: str
+    correct: bool = False
+    reward: int = -1
+    reward_continuous: float = -1.0
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    timings: dict[str, TimingStats | None] = field(
+        default_factory=lambda: {"candidate": None, "eager": None, "compile": None})
+    violations: list[Violation] = field(default_factory=list)
+    checks: list[CheckResult] = field(default_factory=list)
+    feedback: str = ""
+    stage: str = "compile"              # the last stage reached: compile | verify | profile
+    error: str = ""                     # the reason for a non-ok status, short
+    details: str = ""                   # compiler output, traceback or worker log tail
+    task: str = ""
+    task_sha256: str = ""
+    solution_sha256: str = ""
+    backend: str = ""
+    device: dict[str, Any] = field(default_factory=dict)
+    build: dict[str, Any] = field(default_factory=dict)
+    isolation: dict[str, Any] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown status {self.status!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["timings"] = {k: (v.to_dict() if v else None) for k, v in self.timings.items()}
+        return data
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False, default=str)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Verdict":
+        data = dict(data)
+        data["timings"] = {k: (TimingStats.from_dict(v) if v else None) for k, v in data.get("timings", {}).items()}
+        data["violations"] = [Violation(**v) for v in data.get("violations", [])]
+        data["checks"] = [CheckResult(**c) for c in data.get("checks", [])]
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def _ms(stats: TimingStats | None) -> str:
+    return f"{stats.median_ms:.4g} ms" if stats else "n/a"
+
+
+def render_feedback(v: Verdict) -> str:
+    """A short report for the candidate's author: what happened and what to look at."""
+    lines: list[str] = []
+    if v.status == "compile_error":
+        lines += ["compile error:", v.error]
+    elif v.status == "forbidden":
+        lines.append("rejected: the solution breaks the rules")
+        lines += [f"  {x.render()}" for x in v.violations]
+    elif v.status in ("runtime_error", "timeout"):
+        lines += [f"{v.status.replace('_', ' ')}: {v.error}"]
+        if v.details:
+            lines += ["", v.details.strip()[-1500:]]
+    elif v.status == "incorrect":
+        failed = [c for c in v.checks if not c.passed]
+        verify = [c for c in v.checks if c.phase == "verify"]
+        first = failed[0] if failed else None
+        if first is not None and first.phase == "timing":
+            lines.append("incorrect: an output produced during timing does not match the reference "
+                         "(every timed call must compute the real result)")
+        else:
+            lines.append(f"incorrect: {len(failed)} of {len(verify)} checks failed")
+        if first is not None:
+            lines.append(f"  check {first.index + 1}: {first.message}")
+            if first.max_abs_error is not None and first.elements:
+                lines.append(f"  max abs error {first.max_abs_error:.3g}, max rel error {first.max_rel_error:.3g}")
+        if v.error and first is None:
+            lines.append(f"  {v.error}")
+    else:
+        passed = [c for c in v.checks if c.passed and c.phase == "verify"]
+        worst = max((c.max_abs_error or 0.0 for c in passed), default=0.0)
+        lines.append(f"correct: {len(passed)}/{len(passed)} checks passed (max abs error {worst:.3g})")
+        t = v.timings
+        if t.get("candidate"):
+            parts = [f"candidate {_ms(t['candidate'])}"]
+            if t.get("eager"):
+                parts.append(f"eager {_ms(t['eager'])} ({v.speedup_vs_eager:.2f}x)")
+            if t.get("compile"):
+                parts.append(f"torch.compile {_ms(t['compile'])} ({v.speedup_vs_compile:.2f}x)")
+            lines.append("  ".join(parts))
+            meaning = {3: "more than 5% faster than eager and torch.compile",
+                       2: "more than 5% faster than eager, not than torch.compile",
+                       1: "correct, but not more than 5% faster than eager"}
+            lines.append(f"reward {v.reward}: {meaning[v.reward]}")
+    if v.violations and v.status != "forbidden":
+        lines.append("warnings:")
+        lines += [f"  {x.render()}" for x in v.violations]
+    lines += [f"note: {n}" for n in v.notes]
+    return "\n".join(lines)
