@@ -186,5 +186,6 @@ def validate_solution(solution: Solution, task: Task, backend: str) -> None:
     elif EXTENSION_MODULE in imports:
         raise SolutionFormatError(
             f"{where} imports {EXTENSION_MODULE} but {solution.origin} has no kernel sources under "
-            f"{KERNEL_DIR}/"
+            f"{KERNEL_DIR}/: write each kernel with a NAME{BINDING_SUFFIX} that includes "
+            '"../binding_registry.h" and calls REGISTER_BINDING'
         )

@@ -154,7 +154,7 @@ class Judge:
         import torch
 
         t = self.config.timing
-        threads = t.cpu_threads or device.get("cpu_cores") if self.backend == "cpu" else None
+        threads = t.cpu_threads if self.backend == "cpu" else None
         return BaselineKey(task.sha256, self.backend, device.get("name", "?"), torch.__version__, t.key(), threads)
 
 
@@ -207,7 +207,7 @@ class _Run:
     def _threads(self) -> int | None:
         if self.judge.backend != "cpu":
             return None
-        return self.cfg.timing.cpu_threads or len(os.sched_getaffinity(0))
+        return self.cfg.timing.cpu_threads
 
     def _env(self, role: str) -> dict[str, str]:
         env: dict[str, str] = {}

@@ -26,8 +26,10 @@ ERROR_COMPILE = "compile_error"
 ERROR_RUNTIME = "runtime_error"
 ERROR_SETUP = "setup_error"
 
-# Outputs of timed calls stay on the device up to this many bytes, then move to host memory.
+# Outputs of timed calls stay on the device up to this many bytes, then move to host memory;
+# timing stops early (after at least one call) once the host share would pass its own limit.
 KEEP_ON_DEVICE_BYTES = 2 * 1024**3
+KEEP_ON_HOST_BYTES = 8 * 1024**3
 
 
 class WorkerFailure(Exception):
@@ -109,7 +111,13 @@ class Worker:
         import torch
 
         seed_everything(seed)
-        with torch.device(self.device):  # factories create tensors on the device directly
+        try:
+            with torch.device(self.device):  # factories create tensors on the device directly
+                inputs = self.task.get_inputs()
+        except Exception:
+            # Some tasks need host tensors (numpy, CPU generators). Every process takes the same
+            # path for the same task, so the inputs still agree.
+            seed_everything(seed)
             inputs = self.task.get_inputs()
         return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
 
@@ -214,7 +222,7 @@ class Worker:
         host_ms: list[float] = []
         device_ms: list[float] = []
         self.kept = []
-        kept_bytes = 0
+        kept_bytes = host_bytes = 0
         gc.collect()
         gc.disable()  # a collection inside a timed call would be noise, for every model alike
         try:
@@ -237,15 +245,18 @@ class Worker:
                     if cuda:
                         device_ms.append(start.elapsed_time(end))
                     size = _tensor_bytes(output)
-                    if cuda and kept_bytes + size > KEEP_ON_DEVICE_BYTES:
-                        output = _to_host(output)
-                    else:
+                    if cuda and kept_bytes + size <= KEEP_ON_DEVICE_BYTES:
                         kept_bytes += size
+                    else:
+                        output = _to_host(output) if cuda else output
+                        host_bytes += size
                     self.kept.append(output)
                     del inputs, output
                     n = len(host_ms)
                     if n >= max_calls or (n >= min_calls and sum(host_ms) >= target_ms):
                         break
+                    if host_bytes + size > KEEP_ON_HOST_BYTES:
+                        break  # outputs this large leave room for fewer calls; say so in the count
         finally:
             gc.enable()
         return {"host_ms": host_ms, "device_ms": device_ms, "calls": len(host_ms)}

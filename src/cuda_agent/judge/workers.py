@@ -7,6 +7,7 @@ says which of these happened. Nothing a worker does can raise anything else in t
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -24,6 +25,7 @@ from .sandbox import SandboxPolicy, make_preexec, worker_environment
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 LOG_TAIL_BYTES = 4000
+F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
 class WorkerError(Exception):
@@ -66,6 +68,11 @@ class WorkerProcess:
     def _start(self) -> None:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
+        for fd in (to_child_w, from_child_w):
+            try:  # larger pipe buffers: state dicts and outputs can be hundreds of megabytes
+                fcntl.fcntl(fd, F_SETPIPE_SZ, 1 << 20)
+            except OSError:
+                pass
         bootstrap = ("import sys; sys.path.insert(0, sys.argv[3]); "
                      "from cuda_agent.judge.worker import main; main()")
         env = worker_environment(self.home, self.spec.env)

@@ -1,0 +1,144 @@
+"""How long the judge takes, stage by stage, and how repeatable its speedups are.
+
+Measures, for a one-kernel example solution:
+  * toolchain warm-up (precompiled header, the judge's binding object): once per machine;
+  * cold compile of the solution (toolchain warm, none of its objects cached);
+  * compile after editing one kernel;
+  * cache-hit compile;
+  * verify (5 checks, processes started fresh) and the full judge with cached baselines;
+  * the full judge with baselines timed afresh;
+  * N repeated full judges with fresh baselines: the spread of the speedups.
+
+Prints a table and writes JSON. Absolute times mean something only on the GPU machine.
+
+    python benchmarks/judge_latency.py [--device cuda|cpu] [--example fused_elementwise] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from cuda_agent.device import resolve_backend  # noqa: E402
+from cuda_agent.judge.config import JudgeConfig  # noqa: E402
+from cuda_agent.judge.pipeline import Judge  # noqa: E402
+from cuda_agent.solution import CUDA_SOURCE_SUFFIXES, CXX_SOURCE_SUFFIXES, BINDING_SUFFIX, Solution, load_solution  # noqa: E402
+from cuda_agent.task import load_task  # noqa: E402
+
+
+def edited(solution: Solution, paths: list[str], marker: str) -> Solution:
+    """The same solution with a comment appended to ``paths``: new content, so new objects."""
+    files = dict(solution.files)
+    for path in paths:
+        files[path] += f"\n// {marker}\n"
+    return Solution(files, solution.layout, solution.origin)
+
+
+def kernel_file(solution: Solution) -> str:
+    """The one kernel source (not the binding) an author would edit."""
+    sources = [p for p in solution.kernel_files(CUDA_SOURCE_SUFFIXES + CXX_SOURCE_SUFFIXES)
+               if not p.endswith(BINDING_SUFFIX)]
+    return sources[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--example", default="fused_elementwise")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=None, help="JSON output path")
+    args = parser.parse_args()
+
+    backend = resolve_backend(args.device)
+    example = ROOT / "examples" / args.example
+    task = load_task(example / "model.py")
+    solution = load_solution(example / backend)
+    cache = Path(tempfile.mkdtemp(prefix="judge-latency-"))
+    console = Console()
+    rows: list[tuple[str, float, str]] = []
+    results: dict = {"backend": backend, "example": args.example}
+
+    try:
+        judge = Judge(JudgeConfig(backend=backend, cache_dir=cache))
+        builder = judge.builder
+
+        # Toolchain warm-up: build a variant whose every source differs, so the precompiled header
+        # and the judge's own binding object exist but none of the solution's objects do.
+        t0 = time.perf_counter()
+        all_sources = solution.kernel_files(CUDA_SOURCE_SUFFIXES + CXX_SOURCE_SUFFIXES)
+        warm = builder.build(edited(solution, all_sources, "toolchain warm-up"))
+        assert warm.ok, warm.errors
+        rows.append(("toolchain warm-up (once per machine)", time.perf_counter() - t0, "precompiled header + judge objects"))
+
+        cold = builder.build(solution)
+        assert cold.ok, cold.errors
+        rows.append(("cold compile", cold.seconds, f"{cold.objects_compiled}/{cold.objects_total} objects compiled"))
+
+        edit = builder.build(edited(solution, [kernel_file(solution)], "one edit"))
+        rows.append(("compile after editing one kernel", edit.seconds, f"{edit.objects_compiled} object compiled"))
+
+        hit = builder.build(solution)
+        rows.append(("cache-hit compile", hit.seconds, "cache hit" if hit.cache_hit else "MISS"))
+
+        v = judge.verify(task, solution)
+        assert v.correct, v.feedback
+        rows.append(("verify (5 checks)", v.seconds["total"], f"start {v.seconds['start']:.1f}s, checks {v.seconds['verify']:.1f}s"))
+
+        first = judge.judge(task, solution)
+        assert first.correct, first.feedback
+        rows.append(("whole judge, baselines timed", first.seconds["total"], f"profile {first.seconds['profile']:.1f}s"))
+
+        cached = judge.judge(task, solution)
+        rows.append(("whole judge, baselines cached", cached.seconds["total"],
+                     f"candidate {cached.timings['candidate'].median_ms:.4g} ms"))
+        results["verdict"] = cached.to_dict()
+
+        fresh = Judge(replace(judge.config, use_baseline_cache=False))
+        speedups = {"eager": [], "compile": [], "candidate_ms": []}
+        for _ in range(args.repeats):
+            r = fresh.judge(task, solution)
+            assert r.correct, r.feedback
+            speedups["eager"].append(r.speedup_vs_eager)
+            speedups["compile"].append(r.speedup_vs_compile)
+            speedups["candidate_ms"].append(r.timings["candidate"].median_ms)
+        for key in ("eager", "compile"):
+            vals = speedups[key]
+            dev = max(abs(x / statistics.fmean(vals) - 1) for x in vals) * 100
+            rows.append((f"{args.repeats} judges: speedup vs {key}", statistics.fmean(vals),
+                         f"max deviation from mean {dev:.2f}% ({', '.join(f'{x:.3f}' for x in vals)})"))
+            results[f"repeat_speedup_vs_{key}"] = {"values": vals, "max_deviation_pct": dev}
+        results["repeat_candidate_ms"] = speedups["candidate_ms"]
+        results["device"] = cached.device
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+    table = Table(title=f"judge latency: {args.example} on {backend} ({results.get('device', {}).get('name', '?')})")
+    table.add_column("measurement")
+    table.add_column("value", justify="right")
+    table.add_column("detail")
+    for name, value, detail in rows:
+        unit = "x" if "speedup" in name else "s"
+        table.add_row(name, f"{value:.3f} {unit}" if unit == "x" else f"{value:.2f} s", detail)
+    console.print(table)
+    results["rows"] = [{"measurement": n, "value": v, "detail": d} for n, v, d in rows]
+    out = args.out or ROOT / "benchmarks" / "results" / f"judge_latency-{backend}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2, default=str))
+    console.print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

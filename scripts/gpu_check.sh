@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Everything that needs a GPU, in one call: the GPU tests, every example's CUDA solution through the
+# judge, the demo, and the judge benchmarks. Results go to $OUT (default ./gpu-results).
+#
+#   scripts/gpu_check.sh            # all
+#   scripts/gpu_check.sh tests examples
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu-results}
+mkdir -p "$OUT"
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export CUDA_AGENT_CACHE=${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}
+parts=${*:-tests examples demo bench}
+status=0
+
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+  nvcc --version | tail -1
+} 2>&1 | tee "$OUT/device.txt"
+
+for part in $parts; do
+  case $part in
+    tests)
+      python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" --junitxml="$OUT/gpu-tests.xml" tests 2>&1 \
+        | tee "$OUT/gpu-tests.log" || status=1 ;;
+    examples)
+      for ex in examples/*/; do
+        name=$(basename "$ex")
+        [ -f "$ex/model.py" ] || continue
+        python3 -m cuda_agent.cli judge "$ex/model.py" "$ex/cuda" --device cuda --json \
+          > "$OUT/example-$name.json" 2> "$OUT/example-$name.err" || status=1
+        python3 - "$OUT/example-$name.json" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))
+t = v["timings"]
+ms = lambda k: f"{t[k]['median_ms']:.4f}" if t.get(k) else "-"
+print(f"{v['task']:<20} {v['status']:<14} reward {v['reward']:>2}  cand {ms('candidate')} ms  eager {ms('eager')} ms  "
+      f"compile {ms('compile')} ms  x_eager {v['speedup_vs_eager']}  x_compile {v['speedup_vs_compile']}")
+PY
+      done 2>&1 | tee "$OUT/examples.txt" ;;
+    demo)
+      python3 -m cuda_agent.cli demo 2>&1 | tee "$OUT/demo.txt" || status=1 ;;
+    bench)
+      python3 benchmarks/judge_latency.py --device cuda --out "$OUT/judge_latency.json" 2>&1 \
+        | tee "$OUT/judge_latency.txt" || status=1 ;;
+    *) echo "unknown part: $part" >&2; status=2 ;;
+  esac
+done
+exit $status

@@ -1,0 +1,177 @@
+"""The ``cuda-agent`` command."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from .errors import CudaAgentError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Judge, optimise and benchmark CUDA kernels written for PyTorch programs.")
+err = Console(stderr=True)
+out = Console()
+
+DeviceOpt = typer.Option(None, "--device", "-d", help="Backend: cuda or cpu (default: cuda when a GPU is visible).")
+JsonOpt = typer.Option(False, "--json", help="Print the verdict as JSON, as the last thing on stdout.")
+CacheOpt = typer.Option(None, "--cache-dir", help="Build and baseline cache (default: ~/.cache/cuda-agent).")
+
+
+def _config(device: Optional[str], cache_dir: Optional[Path], **overrides):
+    from .judge.config import JudgeConfig
+
+    kwargs = {k: v for k, v in overrides.items() if v is not None}
+    if cache_dir is not None:
+        kwargs["cache_dir"] = cache_dir
+    return JudgeConfig(backend=device, **kwargs)
+
+
+def _run(task, solution, stage: str, config, as_json: bool, title: str = "") -> int:
+    from .judge.pipeline import Judge
+    from .render import verdict_panel
+
+    if as_json:
+        judge = Judge(config, progress=lambda m: err.print(f"[dim]{m}[/]"))
+        verdict = judge.evaluate(task, solution, stage)
+    else:
+        with err.status("starting") as status:
+            judge = Judge(config, progress=lambda m: status.update(m))
+            verdict = judge.evaluate(task, solution, stage)
+    if as_json:
+        sys.stdout.write(verdict.to_json() + "\n")
+    else:
+        out.print(verdict_panel(verdict, title))
+    ok = verdict.status == "ok" and (verdict.correct or stage == "compile")
+    return 0 if ok else 1
+
+
+@app.command()
+def judge(
+    task: str = typer.Argument(..., help="Task: a .py file, or DATASET.jsonl:N / DATASET.parquet:N."),
+    solution: Path = typer.Argument(..., help="A workspace directory, or a single-file model_new.py."),
+    device: Optional[str] = DeviceOpt,
+    as_json: bool = JsonOpt,
+    checks: Optional[int] = typer.Option(None, "--checks", help="Number of correctness checks (default 5)."),
+    atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance (default 1e-2)."),
+    rtol: Optional[float] = typer.Option(None, "--rtol", help="Relative tolerance (default 1e-2)."),
+    no_baseline_cache: bool = typer.Option(False, "--no-baseline-cache", help="Re-time eager and torch.compile."),
+    cache_dir: Optional[Path] = CacheOpt,
+) -> None:
+    """Build, verify and time SOLUTION against TASK; print the verdict. Exit 0 only when correct."""
+    from .solution import load_solution
+    from .task import load_task
+
+    config = _config(device, cache_dir, num_checks=checks, atol=atol, rtol=rtol,
+                     use_baseline_cache=False if no_baseline_cache else None)
+    raise typer.Exit(_run(load_task(task), load_solution(solution), "profile", config, as_json))
+
+
+def _workspace_stage(stage: str, workspace: Path, task_spec: Optional[str], device: Optional[str],
+                     cache_dir: Optional[Path], as_json: bool) -> int:
+    from .judge.config import default_cache_dir
+    from .solution import load_solution
+    from .task import load_task
+    from .workspace import find_workspace
+
+    if task_spec:
+        task, backend, root = load_task(task_spec), device, workspace
+    else:
+        record = find_workspace(workspace, cache_dir or default_cache_dir())
+        task, backend, root = record.task, device or record.backend, record.root
+    return _run(task, load_solution(root), stage, _config(backend, cache_dir), as_json, title=f"{stage}: {task.name}")
+
+
+WorkspaceOpt = typer.Option(Path("."), "--workspace", "-w", help="The workspace (default: the current directory).")
+TaskOpt = typer.Option(None, "--task", help="The task, when the workspace was not made by `cuda-agent workspace`.")
+
+
+@app.command("compile")
+def compile_(workspace: Path = WorkspaceOpt, task: Optional[str] = TaskOpt, device: Optional[str] = DeviceOpt,
+             cache_dir: Optional[Path] = CacheOpt, as_json: bool = JsonOpt) -> None:
+    """Build the workspace's kernels with the judge's infrastructure and flags."""
+    raise typer.Exit(_workspace_stage("compile", workspace, task, device, cache_dir, as_json))
+
+
+@app.command()
+def verify(workspace: Path = WorkspaceOpt, task: Optional[str] = TaskOpt, device: Optional[str] = DeviceOpt,
+           cache_dir: Optional[Path] = CacheOpt, as_json: bool = JsonOpt) -> None:
+    """Build, then check ModelNew against the reference on fresh random inputs and weights."""
+    raise typer.Exit(_workspace_stage("verify", workspace, task, device, cache_dir, as_json))
+
+
+@app.command()
+def profile(workspace: Path = WorkspaceOpt, task: Optional[str] = TaskOpt, device: Optional[str] = DeviceOpt,
+            cache_dir: Optional[Path] = CacheOpt, as_json: bool = JsonOpt) -> None:
+    """Build, verify, and time ModelNew against eager and torch.compile (the full judge)."""
+    raise typer.Exit(_workspace_stage("profile", workspace, task, device, cache_dir, as_json))
+
+
+@app.command()
+def workspace(
+    task: str = typer.Argument(..., help="Task: a .py file, or DATASET.jsonl:N / DATASET.parquet:N."),
+    directory: Path = typer.Argument(..., help="Where to create the workspace."),
+    device: Optional[str] = DeviceOpt,
+    force: bool = typer.Option(False, "--force", help="Write into a non-empty directory."),
+    cache_dir: Optional[Path] = CacheOpt,
+) -> None:
+    """Create an agent workspace: model.py, model_new.py to fill in, kernels/, SKILL.md."""
+    from .device import probe_device, resolve_backend
+    from .judge.config import default_cache_dir
+    from .task import load_task
+    from .workspace import create_workspace
+
+    backend = resolve_backend(device)
+    root = create_workspace(load_task(task), directory, backend, probe_device(backend), force=force,
+                            cache_dir=cache_dir or default_cache_dir())
+    out.print(f"workspace for [bold]{load_task(task).name}[/] ({backend}) created at {root}")
+    out.print("read SKILL.md there; then `cuda-agent compile`, `cuda-agent verify`, `cuda-agent profile` inside it")
+
+
+def examples_dir() -> Path:
+    here = Path(__file__).resolve().parents[2] / "examples"
+    if not here.is_dir():
+        raise CudaAgentError("the demo uses the examples/ folder of a source checkout; "
+                             "install with `pip install -e .` from a clone of the repository")
+    return here
+
+
+@app.command()
+def demo(
+    example: str = typer.Option("fused_elementwise", "--example", help="Which example under examples/."),
+    device: Optional[str] = DeviceOpt,
+    as_json: bool = JsonOpt,
+    cache_dir: Optional[Path] = CacheOpt,
+) -> None:
+    """Judge one example solution with the best available backend and show the verdict."""
+    from .device import resolve_backend
+    from .solution import load_solution
+    from .task import load_task
+
+    backend = resolve_backend(device)
+    root = examples_dir() / example
+    if not (root / "model.py").is_file():
+        names = sorted(p.name for p in examples_dir().iterdir() if (p / "model.py").is_file())
+        raise CudaAgentError(f"no example named {example!r}; choose one of {', '.join(names)}")
+    if not as_json:
+        out.print(f"judging examples/{example}/{backend} against examples/{example}/model.py on the {backend} backend")
+    task, solution = load_task(root / "model.py"), load_solution(root / backend)
+    raise typer.Exit(_run(task, solution, "profile", _config(backend, cache_dir), as_json, title=f"demo: {example}"))
+
+
+def main() -> None:
+    try:
+        app()
+    except CudaAgentError as exc:
+        err.print(f"[bold red]error:[/] {exc}")
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()
