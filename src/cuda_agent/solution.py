@@ -115,7 +115,11 @@ def load_solution(path: str | Path) -> Solution:
             )
         source = _read_text(path, path.name)
         solution = Solution({MODEL_FILE: source}, "single_file", str(path))
-        if EXTENSION_MODULE in _imports(solution):
+        try:
+            imports = _imports(solution)
+        except SyntaxError:
+            return solution  # validate_solution reports it, with the file and line
+        if EXTENSION_MODULE in imports:
             raise SolutionFormatError(
                 f"{path} imports {EXTENSION_MODULE}, which is built from a workspace's kernels/; "
                 f"pass the workspace directory ({path.parent}) instead of the file"
@@ -137,14 +141,19 @@ def load_solution(path: str | Path) -> Solution:
     return Solution(files, layout, str(path), tuple(ignored))
 
 
+def _model_path(solution: Solution) -> str:
+    """Where model_new.py is, for messages: the file itself, or inside the directory."""
+    return solution.origin if solution.origin.endswith(".py") else f"{solution.origin}/{MODEL_FILE}"
+
+
 def _imports(solution: Solution) -> set[str]:
-    tree = pysource.parse(solution.model_source, f"{solution.origin}/{MODEL_FILE}")
+    tree = pysource.parse(solution.model_source, _model_path(solution))
     return {name.split(".")[0] for name in pysource.imported_modules(tree)}
 
 
 def validate_solution(solution: Solution, task: Task, backend: str) -> None:
     """Raise SolutionFormatError naming the file and what is wrong."""
-    where = f"{solution.origin}/{MODEL_FILE}" if solution.layout == "workspace" else solution.origin
+    where = _model_path(solution)
     try:
         tree = pysource.parse(solution.model_source, where)
     except SyntaxError as exc:

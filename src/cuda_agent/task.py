@@ -75,7 +75,9 @@ def _load_py(path: Path) -> Task:
         source = path.read_text()
     except UnicodeDecodeError:
         raise TaskFormatError(f"task {path} is not UTF-8 text") from None
-    return task_from_source(source, path.stem, str(path))
+    # A workspace's or example's task is always model.py; its folder names it better.
+    name = path.parent.name if path.stem == "model" and path.parent.name else path.stem
+    return task_from_source(source, name, str(path))
 
 
 def _dataset_rows(path: Path) -> Iterator[dict[str, Any]]:

@@ -128,7 +128,11 @@ class ExtensionBuilder:
                 shutil.copyfile(INFRA_DIR / name, pch_dir / name)
             tmp = pch_dir / (INFRA_PCH + ".gch.tmp")
             cmd = [self.toolchain.cxx, *self.toolchain.binding_flags, "-x", "c++-header", str(header), "-o", str(tmp)]
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s * 2)
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s * 2)
+            except subprocess.TimeoutExpired:
+                tmp.unlink(missing_ok=True)
+                return None, "the precompiled header timed out; bindings compile without it this time"
             if proc.returncode != 0:
                 # Without the PCH every binding still compiles, only slower; remember why.
                 failed.write_text(diagnostics.summarize(proc.stderr))

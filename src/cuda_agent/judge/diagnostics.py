@@ -48,7 +48,7 @@ def parse_errors(output: str, strip_prefixes: tuple[str, ...] = ()) -> list[Comp
         elif m := _PTXAS.match(line):
             err = CompilerError(None, None, "ptxas: " + m["msg"].strip())
         elif m := _LINK.search(line):
-            err = CompilerError(None, None, "link: " + m.group(1).strip())
+            err = CompilerError(None, None, "link: " + m.group(1).strip().rstrip(":"))
         if err is not None:
             key = (err.file, err.line, err.message)
             if key not in seen:

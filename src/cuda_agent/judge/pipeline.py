@@ -19,6 +19,7 @@ reason; failures of the reference are reported as the task's fault. Nothing rais
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import shutil
@@ -42,12 +43,13 @@ from .config import JudgeConfig
 from .correctness import CheckResult, compare_outputs
 from .reward import continuous_reward, milestone_reward
 from .sandbox import SandboxPolicy
-from .timing import TimingStats, consistency_problem
+from .timing import Session, TimingStats, consistency_problem, integrity_problem
 from .toolchain import Toolchain, detect_toolchain, find_cuda_home
 from .verdict import Verdict, render_feedback
 from .workers import WorkerError, WorkerProcess, WorkerSpec
 
 STAGES = ("compile", "verify", "profile")
+CALIBRATION_CALLS = 10
 Progress = Callable[[str], None]
 
 
@@ -175,6 +177,25 @@ def _fail(verdict: Verdict, status: str, error: str, details: str = "", fault: s
     raise _Stop
 
 
+def _matches(value: Any, kind: Any) -> bool:
+    if kind is object:
+        return True
+    if kind is float:  # JSON may carry a whole number; booleans are not numbers here
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _check_reply(reply: dict, expect: dict[str, Any], what: str) -> None:
+    """A worker's reply must carry every expected field with the expected type."""
+    for key, kind in expect.items():
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if key not in reply or not any(_matches(reply[key], k) for k in kinds):
+            raise WorkerError("runtime_error", f"malformed reply to `{what}`: field `{key}` is missing "
+                              "or of the wrong type (something wrote on the judge's channel)")
+
+
 class _Run:
     """The processes and state of one verify/profile run."""
 
@@ -243,11 +264,12 @@ class _Run:
             self.stack.callback(worker.close)
         setup = {"role": role, "device": self.judge.backend, "mode": mode, "task_path": str(self.task_path),
                  "threads": self._threads(), "flush_cache": self.cfg.timing.flush_cache,
-                 "hide_paths": [str(self.dir)]}
+                 "hide_paths": [str(self.dir), str(Path(__file__).resolve().parents[2])]}
         if role == "candidate":
             setup["solution_path"] = str(self.solution_dir / MODEL_FILE)
             setup["module_path"] = str(self.module) if self.module else None
         reply = worker.request("setup", self.cfg.load_timeout_s, **setup)
+        _check_reply(reply, {"device": dict, "network_isolated": bool, "uid": int}, "setup")
         with self._lock:
             self.device_info = reply["device"]
             self.verdict.device = reply["device"]
@@ -259,26 +281,40 @@ class _Run:
         """Start workers in parallel; if any fails, the candidate's failure is reported first."""
         with ThreadPoolExecutor(len(roles)) as pool:
             futures = [pool.submit(self._spawn, role, mode) for role, mode in roles]
-        failures = [(role, f.exception()) for (role, _), f in zip(roles, futures) if f.exception()]
+        names = [role if role == "candidate" else f"{role}-{mode}" for role, mode in roles]
+        failures = [(name, f.exception()) for name, f in zip(names, futures) if f.exception()]
         failures.sort(key=lambda item: item[0] != "candidate")
-        for role, exc in failures:
+        for name, exc in failures:
             if isinstance(exc, WorkerError):
-                self._worker_failed(role, exc)
+                self._worker_failed(name, exc)
             raise exc
         return [f.result() for f in futures]
 
     def _worker_failed(self, role: str, exc: WorkerError) -> None:
+        """End the run: a candidate failure is the candidate's; any other is the task's."""
         if role == "candidate":
             _fail(self.verdict, exc.kind, exc.message, exc.log_tail)
         _fail(self.verdict, "runtime_error", f"the reference ({role}) failed: {exc.message}",
               exc.log_tail, fault="task")
 
-    def _call(self, worker: WorkerProcess, cmd: str, timeout: float, **fields: Any) -> dict:
+    def _call(self, worker: WorkerProcess, cmd: str | None, timeout: float, fields: dict[str, Any],
+              expect: dict[str, Any] | None = None) -> dict:
+        """One exchange: a command (``cmd``) or a session step (``cmd`` None), reply checked."""
+        message = {"cmd": cmd, **fields} if cmd else fields
         try:
-            return worker.request(cmd, timeout, **fields)
+            reply = worker.exchange(message, timeout)
+            _check_reply(reply, expect or {}, cmd or str(fields.get("step")))
+            return reply
         except WorkerError as exc:
-            self._worker_failed("candidate" if worker.spec.role == "candidate" else worker.spec.role, exc)
+            worker.kill()
+            self._worker_failed(worker.spec.role, exc)
             raise  # unreachable: _worker_failed always raises
+
+    def _post(self, worker: WorkerProcess, message: dict[str, Any]) -> None:
+        try:
+            worker.post(message, self.cfg.call_timeout_s)
+        except WorkerError as exc:
+            self._worker_failed(worker.spec.role, exc)
 
     def _seed(self) -> int:
         return self.rng.getrandbits(63)
@@ -297,8 +333,10 @@ class _Run:
             self.judge.progress(f"check {i + 1}/{cfg.num_checks}")
             self._load_weights(self._seed())
             seed = self._seed()
-            expected = self._call(self.ref, "run", cfg.call_timeout_s, input_seed=seed)["output"]
-            got = self._call(self.cand, "run", cfg.call_timeout_s, input_seed=seed)["output"]
+            expected = self._call(self.ref, "run", cfg.call_timeout_s, {"input_seed": seed},
+                                  expect={"output": object})["output"]
+            got = self._call(self.cand, "run", cfg.call_timeout_s, {"input_seed": seed},
+                             expect={"output": object})["output"]
             v.checks.append(compare_outputs(got, expected, i, cfg.atol, cfg.rtol))
         v.seconds["verify"] = time.perf_counter() - t0
         failed = [c for c in v.checks if not c.passed]
@@ -307,59 +345,114 @@ class _Run:
         v.correct = True
 
     def _load_weights(self, weight_seed: int) -> None:
-        state = self._call(self.ref, "init_model", self.cfg.call_timeout_s, weight_seed=weight_seed)["state_dict"]
-        self._call(self.cand, "load_weights", self.cfg.call_timeout_s, weight_seed=weight_seed, state_dict=state)
+        state = self._call(self.ref, "init_model", self.cfg.call_timeout_s, {"weight_seed": weight_seed},
+                           expect={"state_dict": dict})["state_dict"]
+        self._call(self.cand, "load_weights", self.cfg.call_timeout_s,
+                   {"weight_seed": weight_seed, "state_dict": state})
         self.weight_seed = weight_seed
 
     # -- stage 3 ------------------------------------------------------------------------------
-    def _time(self, worker: WorkerProcess, seeds: list[int], label: str) -> tuple[TimingStats, dict]:
-        t = self.cfg.timing
+    def _session(self, worker: WorkerProcess, label: str, keep: bool, calls: int | None = None
+                 ) -> tuple[Session, list[int]]:
+        """Drive one timing session; return the timed calls' measurements and their seeds.
+
+        The judge sends each call's seed only when the call is due, and times the prepare and go
+        steps on its own clock. ``calls`` fixes the number of timed calls (a calibration run).
+        """
+        t, cfg = self.cfg.timing, self.cfg
+        warmup = t.warmup_calls if calls is None else 2
+        min_calls, max_calls = (t.min_calls, t.max_calls) if calls is None else (calls, calls)
+        session, seeds = Session(), []
         self.judge.progress(f"timing {label}")
         with self.judge.timing_lock():
-            start = time.perf_counter()
-            reply = self._call(worker, "time", self.cfg.timing_timeout_s, seeds=seeds, warmup=t.warmup_calls,
-                               min_calls=t.min_calls, max_calls=t.max_calls, target_seconds=t.target_seconds)
-            wall_ms = (time.perf_counter() - start) * 1e3
-        host, device = reply["host_ms"], reply["device_ms"]
-        problem = consistency_problem(host, device, wall_ms) if host else "no timed calls were reported"
+            started = time.perf_counter()
+            self._post(worker, {"cmd": "time"})
+            for i in range(warmup + max_calls):
+                timed = i >= warmup
+                # Early calls may compile (torch.compile, lazy module loading): the long limit.
+                limit = cfg.call_timeout_s if timed else cfg.timing_timeout_s
+                seed = self._seed()
+                t0 = time.perf_counter()
+                self._call(worker, None, limit, {"step": "prepare", "seed": seed})
+                t1 = time.perf_counter()
+                reply = self._call(worker, None, limit, {"step": "go", "keep": keep and timed},
+                                   expect={"host_ms": float, "device_ms": (float, type(None)), "full": bool})
+                t2 = time.perf_counter()
+                if timed:
+                    seeds.append(seed)
+                    session.host_ms.append(reply["host_ms"])
+                    if reply["device_ms"] is not None:
+                        session.device_ms.append(reply["device_ms"])
+                    session.prepare_ms.append((t1 - t0) * 1e3)
+                    session.go_ms.append((t2 - t1) * 1e3)
+                    n = len(seeds)
+                    if n >= min_calls and (sum(session.host_ms) >= t.target_seconds * 1e3 or reply["full"]):
+                        break
+                if time.perf_counter() - started > cfg.timing_timeout_s:
+                    worker.kill()
+                    self._worker_failed(worker.spec.role, WorkerError(
+                        "timeout", f"timing did not finish within {cfg.timing_timeout_s:.0f} s"))
+            final = self._call(worker, None, cfg.call_timeout_s, {"step": "stop"}, expect={"calls": int})
+        problem = consistency_problem(session)
+        if final["calls"] != (len(seeds) if keep else 0):
+            problem = f"the worker kept {final['calls']} outputs of {len(seeds)} timed calls"
         if problem:
-            fault = "candidate" if worker is self.cand else "task"
-            _fail(self.verdict, "runtime_error", f"timing of {label} is not credible: {problem}", fault=fault)
-        return TimingStats.from_samples(host, device), reply
+            self._worker_failed(worker.spec.role, WorkerError("runtime_error",
+                                                              f"timing of {label} is not credible: {problem}"))
+        return session, seeds
 
     def profile(self) -> None:
         v, cfg = self.verdict, self.cfg
         v.stage = "profile"
         t0 = time.perf_counter()
-        seeds = [self._seed() for _ in range(cfg.timing.warmup_calls + cfg.timing.max_calls)]
         self._load_weights(self._seed())
-        stats, reply = self._time(self.cand, seeds, "candidate")
-        v.timings["candidate"] = stats
-        self._recheck(seeds, reply["calls"])
+        session, seeds = self._session(self.cand, "candidate", keep=True)
+        v.timings["candidate"] = TimingStats.from_session(session)
+        self._recheck(seeds)
+
+        # The same steps in the trusted reference process show what honest overheads look like.
+        calibration, _ = self._session(self.ref, "reference (calibration)", keep=True,
+                                       calls=CALIBRATION_CALLS)
+        reference = TimingStats.from_session(calibration)
+        v.timing_integrity = {
+            "candidate_prepare_ms": v.timings["candidate"].prepare_median_ms,
+            "reference_prepare_ms": reference.prepare_median_ms,
+            "candidate_channel_ms": v.timings["candidate"].channel_median_ms,
+            "reference_channel_ms": reference.channel_median_ms,
+        }
+        if problem := integrity_problem(session, calibration):
+            v.timings["candidate"] = None
+            _fail(v, "runtime_error", f"the candidate's timing is not credible: {problem}")
 
         key = self.judge.baseline_key(self.task, self.device_info)
         for mode in ("eager", "compile"):
             cached = self.judge.baselines.get(key, mode) if cfg.use_baseline_cache else None
             if cached is None:
                 (worker,) = self.start_workers(("reference", mode))
-                self._call(worker, "init_model", cfg.call_timeout_s, weight_seed=self.weight_seed, return_state=False)
-                cached, _ = self._time(worker, seeds, "eager" if mode == "eager" else "torch.compile")
+                self._call(worker, "init_model", cfg.call_timeout_s,
+                           {"weight_seed": self.weight_seed, "return_state": False})
+                baseline, _ = self._session(worker, "eager" if mode == "eager" else "torch.compile", keep=False)
                 worker.close()
+                cached = TimingStats.from_session(baseline)
                 self.judge.baselines.put(key, mode, cached)
             v.timings[mode] = cached
         v.seconds["profile"] = time.perf_counter() - t0
-        cand = stats.median_ms
+        cand = v.timings["candidate"].median_ms
         v.speedup_vs_eager = v.timings["eager"].median_ms / cand
         v.speedup_vs_compile = v.timings["compile"].median_ms / cand
 
-    def _recheck(self, seeds: list[int], calls: int) -> None:
+    def _recheck(self, seeds: list[int]) -> None:
         """Check outputs of timed calls chosen after timing, so every call must be real."""
         cfg = self.cfg
-        picks = sorted(self.rng.sample(range(calls), min(cfg.recheck_calls, calls)))
-        got = self._call(self.cand, "outputs", cfg.call_timeout_s, indices=picks)["outputs"]
+        picks = sorted(self.rng.sample(range(len(seeds)), min(cfg.recheck_calls, len(seeds))))
+        got = self._call(self.cand, "outputs", cfg.call_timeout_s, {"indices": picks},
+                         expect={"outputs": list})["outputs"]
+        if len(got) != len(picks):
+            self._worker_failed("candidate", WorkerError("runtime_error", "the candidate returned the wrong "
+                                                         "number of kept outputs"))
         for pick, output in zip(picks, got):
-            seed = seeds[cfg.timing.warmup_calls + pick]
-            expected = self._call(self.ref, "run", cfg.call_timeout_s, input_seed=seed)["output"]
+            expected = self._call(self.ref, "run", cfg.call_timeout_s, {"input_seed": seeds[pick]},
+                                  expect={"output": object})["output"]
             check = compare_outputs(output, expected, pick, cfg.atol, cfg.rtol, phase="timing")
             self.verdict.checks.append(check)
             if not check.passed:

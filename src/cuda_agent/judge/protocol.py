@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import select
 import struct
+import time
 from typing import Any
 
 import torch
@@ -30,6 +32,22 @@ _DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 
 class ProtocolError(Exception):
     """The peer sent something that is not a well-formed message (or went away)."""
+
+
+class ChannelTimeout(ProtocolError):
+    """The peer did not send or accept a whole message before the deadline."""
+
+
+def _wait(fd: int, for_write: bool, deadline: float | None) -> None:
+    """Block until ``fd`` is ready, or raise ChannelTimeout at ``deadline`` (time.monotonic)."""
+    if deadline is None:
+        return
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise ChannelTimeout("deadline passed")
+    ready = select.select([], [fd], [], remaining) if for_write else select.select([fd], [], [], remaining)
+    if not any(ready):
+        raise ChannelTimeout("deadline passed")
 
 
 # -- encoding ---------------------------------------------------------------------------------
@@ -70,23 +88,32 @@ def encode(message: dict[str, Any]) -> list[memoryview | bytes]:
     return [_HEADER.pack(len(header)), header, *buffers]
 
 
-def send(fd: int, message: dict[str, Any]) -> None:
+def send(fd: int, message: dict[str, Any], deadline: float | None = None) -> None:
+    """Write one message. With a deadline, ``fd`` must be non-blocking."""
     for frame in encode(message):
         view = memoryview(frame).cast("B")
         while view:
-            written = os.write(fd, view)
+            _wait(fd, True, deadline)
+            try:
+                written = os.write(fd, view)
+            except BlockingIOError:
+                continue
             view = view[written:]
 
 
 # -- decoding ---------------------------------------------------------------------------------
-def _read_exact(fd: int, n: int) -> bytearray:
+def _read_exact(fd: int, n: int, deadline: float | None) -> bytearray:
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0
     while got < n:
-        chunk = os.readv(fd, [view[got:]])
+        _wait(fd, False, deadline)
+        try:
+            chunk = os.readv(fd, [view[got:]])
+        except BlockingIOError:
+            continue
         if chunk == 0:
-            raise ProtocolError("the worker closed its channel")
+            raise ProtocolError("the peer closed its channel")
         got += chunk
     return buf
 
@@ -123,23 +150,33 @@ def _decode(node: Any, buffers: list[bytearray]) -> Any:
     return {k: _decode(v, buffers) for k, v in node.items()}
 
 
-def receive(fd: int, max_bytes: int) -> dict[str, Any]:
-    """Read one message; refuse anything larger than ``max_bytes`` in all."""
-    (length,) = _HEADER.unpack(bytes(_read_exact(fd, _HEADER.size)))
+def receive(fd: int, max_bytes: int, deadline: float | None = None) -> dict[str, Any]:
+    """Read one message; refuse anything larger than ``max_bytes`` in all.
+
+    Anything wrong with what arrives, however deep, is a ProtocolError: the sender may be
+    hostile. With a deadline, ``fd`` must be non-blocking.
+    """
+    (length,) = _HEADER.unpack(bytes(_read_exact(fd, _HEADER.size, deadline)))
     if length > min(MAX_HEADER_BYTES, max_bytes):
         raise ProtocolError(f"message header of {length} bytes exceeds the limit")
+    raw = _read_exact(fd, length, deadline)
     try:
-        header = json.loads(_read_exact(fd, length))
+        header = json.loads(raw)
         sizes = header["sizes"]
         body = header["body"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ProtocolError(f"malformed message header ({exc})") from None
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise ProtocolError(f"malformed message header ({type(exc).__name__})") from None
     if not isinstance(sizes, list) or not all(isinstance(s, int) and s >= 0 for s in sizes):
         raise ProtocolError("malformed buffer sizes")
     if sum(sizes) + length > max_bytes:
         raise ProtocolError(f"message of {sum(sizes) + length} bytes exceeds the limit of {max_bytes}")
-    buffers = [_read_exact(fd, size) for size in sizes]
-    message = _decode(body, buffers)
+    buffers = [_read_exact(fd, size, deadline) for size in sizes]
+    try:
+        message = _decode(body, buffers)
+    except ProtocolError:
+        raise
+    except Exception as exc:  # malformed structure: wrong types, bad literals, too deep
+        raise ProtocolError(f"malformed message body ({type(exc).__name__})") from None
     if not isinstance(message, dict):
         raise ProtocolError("a message must be an object")
     return message

@@ -1,15 +1,40 @@
-"""Summarise per-call timings, and cross-check them against the judge's own clock.
+"""Timing sessions: what was measured, its summary, and whether it can be believed.
 
-Each timed call is measured on the host from just before ``forward`` until a device-wide
-synchronisation returns, so work on any stream, on the CPU, or in launch overhead is counted:
-the time a user would feel. CUDA events around the same call give a device-side number that must
-not exceed it.
+Each timed call is measured in the worker from just before ``forward`` until a device-wide
+synchronisation returns, so work on any stream, on the CPU, or in launch overhead counts: the
+time a user would feel. CUDA events around the same call give the device-side time.
+
+The judge also times every step of the session on its own clock: ``prepare`` (inputs, cache
+flush) and ``go`` (the call, plus the channel's latency). A worker cannot make its calls look
+shorter without the difference showing up in one of those, so both are compared with the same
+steps of the trusted reference process in the same run.
 """
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+
+# How far a candidate's untimed overheads may exceed the reference's before its timing is not
+# believed: a multiple of the reference's overhead plus an absolute allowance, both covering
+# scheduling noise between two processes doing the same work.
+CHANNEL_FACTOR, CHANNEL_ALLOWANCE_MS = 2.0, 0.05
+PREPARE_FACTOR, PREPARE_ALLOWANCE_MS = 1.5, 0.1
+
+
+@dataclass
+class Session:
+    """Per-call measurements of one timing session (timed calls only)."""
+
+    host_ms: list[float] = field(default_factory=list)     # the worker's clock around the call
+    device_ms: list[float] = field(default_factory=list)   # CUDA events around the call
+    prepare_ms: list[float] = field(default_factory=list)  # judge's clock: the prepare step
+    go_ms: list[float] = field(default_factory=list)       # judge's clock: the go step
+
+    @property
+    def channel_ms(self) -> list[float]:
+        """Time inside each go step that the worker's own clock did not count."""
+        return [g - h for g, h in zip(self.go_ms, self.host_ms)]
 
 
 @dataclass
@@ -23,6 +48,8 @@ class TimingStats:
     p75_ms: float
     calls: int
     device_median_ms: float | None = None
+    prepare_median_ms: float | None = None
+    channel_median_ms: float | None = None
     source: str = "measured"      # measured | cache
 
     @property
@@ -56,19 +83,50 @@ class TimingStats:
             device_median_ms=statistics.median(device_ms) if device_ms else None,
         )
 
+    @classmethod
+    def from_session(cls, session: Session) -> "TimingStats":
+        stats = cls.from_samples(session.host_ms, session.device_ms)
+        stats.prepare_median_ms = statistics.median(session.prepare_ms) if session.prepare_ms else None
+        stats.channel_median_ms = statistics.median(session.channel_ms) if session.go_ms else None
+        return stats
 
-def consistency_problem(host_ms: list[float], device_ms: list[float], judge_wall_ms: float) -> str | None:
-    """Why the reported timings cannot be true, or None when they are plausible.
 
-    The judge measures the whole timing request with its own clock; the calls inside it cannot
-    add up to more than that. Device time inside a call cannot exceed the host time around it.
+def consistency_problem(session: Session) -> str | None:
+    """Why a session's own numbers cannot be true, or None when they are plausible.
+
+    Every call takes positive time; the worker's time for a call cannot exceed the judge's time
+    for the step around it; device time inside a call cannot exceed the host time around it.
     """
-    if any(not (t > 0) for t in host_ms):
+    if not session.host_ms:
+        return "no timed calls were reported"
+    if any(not (t > 0) for t in session.host_ms):
         return "a timed call reported a non-positive duration"
-    if sum(host_ms) > judge_wall_ms * 1.02 + 1.0:
-        return (f"the worker reported {sum(host_ms):.1f} ms of calls inside a request the judge "
-                f"measured at {judge_wall_ms:.1f} ms")
-    for host, device in zip(host_ms, device_ms):
+    for host, go in zip(session.host_ms, session.go_ms):
+        if host > go + 0.02:
+            return f"a call reported {host:.3f} ms inside a step the judge measured at {go:.3f} ms"
+    for host, device in zip(session.host_ms, session.device_ms):
         if device > host * 1.05 + 0.05:
             return f"a call reported {device:.3f} ms on the device but {host:.3f} ms on the host"
+    return None
+
+
+def integrity_problem(candidate: Session, reference: Session) -> str | None:
+    """Why the candidate's session cannot be believed, judged against the reference's session.
+
+    A call reported shorter than it was leaves unexplained time in the go step (the channel);
+    work moved out of the call into the untimed prepare step makes that step longer. Either,
+    beyond what the reference shows for the same steps plus noise, fails the timing.
+    """
+    if candidate.go_ms and reference.go_ms:
+        cand = statistics.median(candidate.channel_ms)
+        ref = statistics.median(reference.channel_ms)
+        if cand > ref * CHANNEL_FACTOR + CHANNEL_ALLOWANCE_MS:
+            return (f"each call took {cand:.3f} ms longer than the candidate's own clock says "
+                    f"(the reference: {ref:.3f} ms)")
+    if candidate.prepare_ms and reference.prepare_ms:
+        cand = statistics.median(candidate.prepare_ms)
+        ref = statistics.median(reference.prepare_ms)
+        if cand > ref * PREPARE_FACTOR + PREPARE_ALLOWANCE_MS:
+            return (f"preparing each call took {cand:.3f} ms against the reference's {ref:.3f} ms for "
+                    "the same inputs: work is being done outside the timed calls")
     return None

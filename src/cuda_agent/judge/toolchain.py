@@ -63,10 +63,19 @@ def _nvidia_wheel_dirs(component: str) -> tuple[list[Path], list[Path]]:
     return includes, libs
 
 
-def _find_library(name: str, dirs: list[Path]) -> Path | None:
+def _find_library(name: str, dirs: list[Path]) -> tuple[Path, str] | None:
+    """The directory holding lib<name>.so and the -l argument that links it.
+
+    Wheels often ship only the versioned file (libcublas.so.13); ``-l:FILE`` links that by name.
+    """
     for d in dirs:
-        if d.is_dir() and any(d.glob(f"lib{name}.so*")):
-            return d
+        if not d.is_dir():
+            continue
+        if (d / f"lib{name}.so").exists():
+            return d, f"-l{name}"
+        versioned = sorted(d.glob(f"lib{name}.so.*"), key=lambda p: len(p.name))
+        if versioned:
+            return d, f"-l:{versioned[0].name}"
     return None
 
 
@@ -122,7 +131,9 @@ def detect_toolchain(backend: str, cuda_capability: tuple[int, int] | None = Non
 
     std = _torch_cxx_standard()
     abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
-    common = ["-O3", "-fPIC", f"-std={std}"]
+    # Hidden visibility: a module exports only PyInit_cuda_extension, so symbols of two modules
+    # loaded into one process never resolve to each other.
+    common = ["-O3", "-fPIC", f"-std={std}", "-fvisibility=hidden", "-fvisibility-inlines-hidden"]
     python_include = sysconfig.get_paths()["include"]
     torch_includes = [f"-isystem{p}" for p in cpp_ext.include_paths()] + [f"-isystem{python_include}"]
     binding = common + torch_includes + [
@@ -157,7 +168,7 @@ def detect_toolchain(backend: str, cuda_capability: tuple[int, int] | None = Non
     arch = cuda_arch_flag(cuda_capability)
 
     nvcc_flags = ["-O3", f"-std={std}", arch, "-lineinfo", "--expt-relaxed-constexpr",
-                  "-Xcompiler", "-fPIC", *extra_includes[1:]]
+                  "-Xcompiler", "-fPIC,-fvisibility=hidden", *extra_includes[1:]]
     if fast_math:
         nvcc_flags.append("--use_fast_math")
     kernel = common + extra_includes
@@ -168,7 +179,8 @@ def detect_toolchain(backend: str, cuda_capability: tuple[int, int] | None = Non
                        ("cublasLt", lib_dirs + cublas_libs), ("cudnn", cudnn_libs)):
         found = _find_library(name, dirs)
         if found is not None:
-            ldflags += [f"-L{found}", f"-Wl,-rpath,{found}", f"-l{name}"]
+            directory, link = found
+            ldflags += [f"-L{directory}", f"-Wl,-rpath,{directory}", link]
         elif name == "cudart":
             raise ToolchainError(f"libcudart not found under {cuda_home}; check CUDA_HOME")
     versions.append(_run_version([nvcc, "--version"]).splitlines()[-1])

@@ -7,6 +7,7 @@ The field names ``status``, ``correct``, ``reward``, ``speedup_vs_eager``, ``spe
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -51,6 +52,7 @@ class Verdict:
     device: dict[str, Any] = field(default_factory=dict)
     build: dict[str, Any] = field(default_factory=dict)
     isolation: dict[str, Any] = field(default_factory=dict)
+    timing_integrity: dict[str, Any] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -60,9 +62,10 @@ class Verdict:
             raise ValueError(f"unknown status {self.status!r}")
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain data; non-finite numbers (an error of inf, say) become None, as JSON has none."""
         data = asdict(self)
         data["timings"] = {k: (v.to_dict() if v else None) for k, v in self.timings.items()}
-        return data
+        return _finite(data)
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False, default=str)
@@ -75,6 +78,16 @@ class Verdict:
         data["checks"] = [CheckResult(**c) for c in data.get("checks", [])]
         known = cls.__dataclass_fields__
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _ms(stats: TimingStats | None) -> str:

@@ -26,10 +26,14 @@ ERROR_COMPILE = "compile_error"
 ERROR_RUNTIME = "runtime_error"
 ERROR_SETUP = "setup_error"
 
+# The timing clock, bound before any candidate code is imported: replacing time.perf_counter_ns
+# later does not change it. (The judge's own clock around each call is the real check.)
+_clock_ns = time.perf_counter_ns
+
 # Outputs of timed calls stay on the device up to this many bytes, then move to host memory;
 # timing stops early (after at least one call) once the host share would pass its own limit.
 KEEP_ON_DEVICE_BYTES = 2 * 1024**3
-KEEP_ON_HOST_BYTES = 8 * 1024**3
+KEEP_ON_HOST_BYTES = 4 * 1024**3
 
 
 class WorkerFailure(Exception):
@@ -74,17 +78,23 @@ def _tensor_bytes(value: Any) -> int:
     return 0
 
 
-def _to_host(value: Any) -> Any:
+def _snapshot(value: Any, to_host: bool) -> Any:
+    """A copy of an output as it is now, on the device or on the host.
+
+    Timed outputs are kept for checking as copies, so the model's own output memory is freed and
+    reused by the allocator exactly as in a user's loop; keeping the originals would force a
+    fresh device allocation inside every timed call.
+    """
     import torch
 
     if isinstance(value, torch.Tensor):
-        return value.detach().cpu()
+        return value.detach().to("cpu", copy=True) if to_host else value.detach().clone()
     if isinstance(value, tuple):
-        return tuple(_to_host(v) for v in value)
+        return tuple(_snapshot(v, to_host) for v in value)
     if isinstance(value, list):
-        return [_to_host(v) for v in value]
+        return [_snapshot(v, to_host) for v in value]
     if isinstance(value, dict):
-        return {k: _to_host(v) for k, v in value.items()}
+        return {k: _snapshot(v, to_host) for k, v in value.items()}
     return value
 
 
@@ -99,6 +109,7 @@ class Worker:
         self.kept: list[Any] = []
         self.hide: tuple[str, ...] = ()
         self._flush_buffer = None
+        self.fd_in = self.fd_out = -1
 
     # -- helpers --------------------------------------------------------------------------
     def synchronize(self) -> None:
@@ -210,56 +221,73 @@ class Worker:
         return {"output": output}
 
     def time(self, msg: dict) -> dict:
-        """Time calls on fresh inputs per call; keep every timed output for later checks."""
+        """A timing session, driven one step at a time by the judge.
+
+        ``prepare`` (seed) builds that call's inputs, flushes the cache and synchronises;
+        ``go`` makes the timed call; ``stop`` ends the session. The judge times both kinds of
+        step on its own clock, so time spent outside the measured call shows up there; and it
+        sends each seed only when that call is due, so nothing can be computed ahead.
+        """
         import torch
 
-        seeds: list[int] = msg["seeds"]
-        warmup, min_calls, max_calls = msg["warmup"], msg["min_calls"], msg["max_calls"]
-        target_ms = msg["target_seconds"] * 1e3
+        from . import protocol
+
         cuda = self.device == "cuda"
         start = torch.cuda.Event(enable_timing=True) if cuda else None
         end = torch.cuda.Event(enable_timing=True) if cuda else None
-        host_ms: list[float] = []
-        device_ms: list[float] = []
         self.kept = []
         kept_bytes = host_bytes = 0
+        inputs = pending = None
+
+        def keep(output: Any) -> None:
+            nonlocal kept_bytes, host_bytes
+            size = _tensor_bytes(output)
+            on_device = cuda and kept_bytes + size <= KEEP_ON_DEVICE_BYTES
+            if on_device:
+                kept_bytes += size
+            else:
+                host_bytes += size
+            self.kept.append(_snapshot(output, to_host=not on_device))
+
         gc.collect()
         gc.disable()  # a collection inside a timed call would be noise, for every model alike
         try:
             with torch.no_grad():
-                for i, seed in enumerate(seeds):
-                    inputs = self.make_inputs(seed)
-                    self.flush_cache()
-                    self.synchronize()
-                    t0 = time.perf_counter_ns()
-                    if cuda:
-                        start.record()
-                    output = self.model(*inputs)
-                    if cuda:
-                        end.record()
-                    self.synchronize()
-                    t1 = time.perf_counter_ns()
-                    if i < warmup:
-                        continue
-                    host_ms.append((t1 - t0) / 1e6)
-                    if cuda:
-                        device_ms.append(start.elapsed_time(end))
-                    size = _tensor_bytes(output)
-                    if cuda and kept_bytes + size <= KEEP_ON_DEVICE_BYTES:
-                        kept_bytes += size
-                    else:
-                        output = _to_host(output) if cuda else output
-                        host_bytes += size
-                    self.kept.append(output)
-                    del inputs, output
-                    n = len(host_ms)
-                    if n >= max_calls or (n >= min_calls and sum(host_ms) >= target_ms):
+                while True:
+                    step = protocol.receive(self.fd_in, max_bytes=1 << 20)
+                    kind = step.get("step")
+                    if pending is not None:  # the previous call's output, copied outside its timing
+                        keep(pending)
+                        pending = None
+                    if kind == "prepare":
+                        inputs = self.make_inputs(step["seed"])
+                        self.flush_cache()
+                        self.synchronize()
+                        protocol.send(self.fd_out, {"ok": True})
+                    elif kind == "go":
+                        t0 = _clock_ns()
+                        if cuda:
+                            start.record()
+                        output = self.model(*inputs)
+                        if cuda:
+                            end.record()
+                        self.synchronize()
+                        t1 = _clock_ns()
+                        inputs = None
+                        reply = {"ok": True, "host_ms": (t1 - t0) / 1e6,
+                                 "device_ms": start.elapsed_time(end) if cuda else None,
+                                 "full": host_bytes > KEEP_ON_HOST_BYTES}
+                        protocol.send(self.fd_out, reply)
+                        if step.get("keep"):
+                            pending = output
+                        del output
+                    elif kind == "stop":
                         break
-                    if host_bytes + size > KEEP_ON_HOST_BYTES:
-                        break  # outputs this large leave room for fewer calls; say so in the count
+                    else:
+                        raise WorkerFailure(ERROR_SETUP, f"unknown timing step {kind!r}")
         finally:
             gc.enable()
-        return {"host_ms": host_ms, "device_ms": device_ms, "calls": len(host_ms)}
+        return {"calls": len(self.kept)}
 
     def outputs(self, msg: dict) -> dict:
         return {"outputs": [self.kept[i] for i in msg["indices"]]}
@@ -280,6 +308,7 @@ def serve(fd_in: int, fd_out: int) -> None:
     from . import protocol
 
     worker = Worker()
+    worker.fd_in, worker.fd_out = fd_in, fd_out
     handlers: dict[str, Callable[[dict], dict]] = {
         "setup": worker.setup, "init_model": worker.init_model, "load_weights": worker.load_weights,
         "run": worker.run, "time": worker.time, "outputs": worker.outputs,

@@ -1,8 +1,10 @@
 """Start, talk to and reliably stop worker processes.
 
-Every request has a deadline; a worker that misses it, dies, exceeds its memory limit or sends a
-malformed reply is killed with its whole process group, and the caller gets an exception that
+Every exchange has a deadline; a worker that misses it, dies, exceeds its memory limit or sends a
+malformed reply is killed with its whole process group, and the caller gets a WorkerError that
 says which of these happened. Nothing a worker does can raise anything else in the judge.
+Exchanges run on the caller's thread (non-blocking pipes and select), so the judge's clock around
+an exchange measures the exchange and nothing else.
 """
 
 from __future__ import annotations
@@ -14,8 +16,6 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,10 +26,11 @@ from .sandbox import SandboxPolicy, make_preexec, worker_environment
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 LOG_TAIL_BYTES = 4000
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+DEFAULT_MAX_REPLY_BYTES = 1 << 36
 
 
 class WorkerError(Exception):
-    """A worker failed a request. ``kind`` is a verdict status; ``message`` says why."""
+    """A worker failed an exchange. ``kind`` is a verdict status; ``message`` says why."""
 
     def __init__(self, kind: str, message: str, log_tail: str = ""):
         super().__init__(message)
@@ -40,7 +41,7 @@ class WorkerError(Exception):
 
 @dataclass
 class WorkerSpec:
-    role: str                  # reference | candidate
+    role: str                  # reference-eager | reference-compile | candidate
     run_dir: Path              # private directory: HOME, TMPDIR and the log live here
     policy: SandboxPolicy
     env: dict[str, str]
@@ -54,6 +55,22 @@ def _signal_name(returncode: int) -> str:
         return f"signal {-returncode}"
 
 
+def _group_rss_bytes(pgid: int) -> int:
+    """Resident memory of every process in the group: children count against the limit too."""
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            if int(fields[2]) == pgid:  # fields after the name: state, ppid, pgrp, ...
+                total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")  # rss in pages
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
 class WorkerProcess:
     def __init__(self, spec: WorkerSpec):
         self.spec = spec
@@ -61,7 +78,6 @@ class WorkerProcess:
         self.home.mkdir(parents=True, exist_ok=True)
         self.log_path = spec.run_dir / f"{spec.role}.log"
         self._oom = threading.Event()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"judge-{spec.role}")
         self.proc: subprocess.Popen | None = None
         self._start()
 
@@ -89,22 +105,30 @@ class WorkerProcess:
             os.close(to_child_r)
             os.close(from_child_w)
         self._send_fd, self._recv_fd = to_child_w, from_child_r
+        for fd in (self._send_fd, self._recv_fd):
+            os.set_blocking(fd, False)  # deadlines are enforced with select
         if self.spec.memory_limit_bytes:
             threading.Thread(target=self._watch_memory, daemon=True).start()
 
     # -- supervision ------------------------------------------------------------------------
     def _watch_memory(self) -> None:
-        status = Path(f"/proc/{self.proc.pid}/status")
+        # The main process is read often; the whole group (children) once a second, because
+        # scanning /proc costs CPU time that would disturb timings on small machines.
+        statm = Path(f"/proc/{self.proc.pid}/statm")
+        page = os.sysconf("SC_PAGE_SIZE")
+        tick = 0
         while self.proc.poll() is None:
             try:
-                for line in status.read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        if int(line.split()[1]) * 1024 > self.spec.memory_limit_bytes:
-                            self._oom.set()
-                            self.kill()
-                        break
-            except (OSError, ValueError):
+                rss = int(statm.read_text().split()[1]) * page
+            except (OSError, IndexError, ValueError):
                 return
+            if tick % 10 == 0:
+                rss = max(rss, _group_rss_bytes(self.proc.pid))
+            if rss > self.spec.memory_limit_bytes:
+                self._oom.set()
+                self.kill()
+                return
+            tick += 1
             time.sleep(0.1)
 
     def log_tail(self) -> str:
@@ -123,53 +147,70 @@ class WorkerProcess:
             except ProcessLookupError:
                 pass
 
-    def _exchange(self, message: dict, max_bytes: int) -> dict:
-        protocol.send(self._send_fd, message)
-        return protocol.receive(self._recv_fd, max_bytes)
-
-    def _death_reason(self) -> str:
+    def _failure_reason(self, problem: str) -> str:
+        """Why an exchange failed, once the worker is dead or has been killed."""
+        role = self.spec.role
         if self._oom.is_set():
             limit = self.spec.memory_limit_bytes / 1024**3
-            return f"the {self.spec.role} process exceeded its memory limit of {limit:.1f} GiB and was killed"
+            return f"the {role} process exceeded its memory limit of {limit:.1f} GiB and was killed"
         try:
-            code = self.proc.wait(timeout=5)
+            code = self.proc.wait(timeout=2)  # did it die by itself?
         except subprocess.TimeoutExpired:
-            return f"the {self.spec.role} process stopped answering"
-        if code < 0:
-            return f"the {self.spec.role} process was killed by {_signal_name(code)}"
-        return f"the {self.spec.role} process exited with code {code} in the middle of a request"
-
-    def request(self, cmd: str, timeout_s: float, max_bytes: int = 1 << 36, **fields: Any) -> dict:
-        """Send a command and wait for its reply; raise WorkerError on any failure."""
-        if self.proc.poll() is not None:
-            raise WorkerError("runtime_error", self._death_reason(), self.log_tail())
-        future = self._executor.submit(self._exchange, {"cmd": cmd, **fields}, max_bytes)
-        try:
-            reply = future.result(timeout=timeout_s)
-        except FutureTimeout:
             self.kill()
-            raise WorkerError("timeout", f"`{cmd}` did not finish within {timeout_s:.0f} s; the "
+            self.proc.wait()
+            return f"the {role} process broke the judge protocol ({problem}) and was killed"
+        if self._oom.is_set():
+            limit = self.spec.memory_limit_bytes / 1024**3
+            return f"the {role} process exceeded its memory limit of {limit:.1f} GiB and was killed"
+        if code < 0:
+            return f"the {role} process was killed by {_signal_name(code)}"
+        return f"the {role} process exited with code {code} in the middle of an exchange"
+
+    # -- exchanges ----------------------------------------------------------------------------
+    def post(self, message: dict[str, Any], timeout_s: float) -> None:
+        """Send without waiting for a reply (the start of a multi-message exchange)."""
+        try:
+            protocol.send(self._send_fd, message, time.monotonic() + timeout_s)
+        except protocol.ChannelTimeout:
+            self.kill()
+            raise WorkerError("timeout", f"the {self.spec.role} process stopped reading its channel",
+                              self.log_tail()) from None
+        except (protocol.ProtocolError, OSError) as exc:
+            raise WorkerError("runtime_error", self._failure_reason(str(exc)), self.log_tail()) from None
+
+    def exchange(self, message: dict[str, Any], timeout_s: float,
+                 max_bytes: int = DEFAULT_MAX_REPLY_BYTES, what: str = "") -> dict[str, Any]:
+        """Send ``message`` and wait for the reply; raise WorkerError on any failure."""
+        what = what or str(message.get("cmd") or message.get("step") or "request")
+        if self.proc.poll() is not None:
+            raise WorkerError("runtime_error", self._failure_reason("it had already stopped"), self.log_tail())
+        deadline = time.monotonic() + timeout_s
+        try:
+            protocol.send(self._send_fd, message, deadline)
+            reply = protocol.receive(self._recv_fd, max_bytes, deadline)
+        except protocol.ChannelTimeout:
+            self.kill()
+            raise WorkerError("timeout", f"`{what}` did not finish within {timeout_s:.0f} s; the "
                               f"{self.spec.role} process was killed", self.log_tail()) from None
         except (protocol.ProtocolError, OSError) as exc:
+            raise WorkerError("runtime_error", self._failure_reason(str(exc)), self.log_tail()) from None
+        if not isinstance(reply.get("ok"), bool):
             self.kill()
-            reason = self._death_reason()
-            if self.proc.returncode is None or "exited with code 0" in reason:
-                reason = f"the {self.spec.role} process broke the judge protocol ({exc})"
-            raise WorkerError("runtime_error", reason, self.log_tail()) from None
-        if not isinstance(reply, dict) or "ok" not in reply:
-            self.kill()
-            raise WorkerError("runtime_error", f"malformed reply from the {self.spec.role} process")
+            raise WorkerError("runtime_error", self._failure_reason("a reply without a status"), self.log_tail())
         if not reply["ok"]:
             raise WorkerError(str(reply.get("error", "runtime_error")), str(reply.get("message", "")),
                               self.log_tail())
         return reply
 
+    def request(self, cmd: str, timeout_s: float, max_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+                **fields: Any) -> dict[str, Any]:
+        return self.exchange({"cmd": cmd, **fields}, timeout_s, max_bytes, what=cmd)
+
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             try:
-                fut = self._executor.submit(self._exchange, {"cmd": "exit"}, 1 << 20)
-                fut.result(timeout=2)
-            except Exception:  # any failure to exit politely ends in a kill below
+                self.exchange({"cmd": "exit"}, 2)
+            except WorkerError:  # any failure to exit politely ends in the kill below
                 pass
         self.kill()
         for fd in (self._send_fd, self._recv_fd):
@@ -182,7 +223,6 @@ class WorkerProcess:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
-        self._executor.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> "WorkerProcess":
         return self

@@ -17,7 +17,9 @@
 #include <utility>
 #include <vector>
 
-namespace cuda_agent {
+// Hidden: when two extension modules are loaded into one process, each must keep its own table
+// and functions rather than have the dynamic linker resolve them to the first module's copies.
+namespace __attribute__((visibility("hidden"))) cuda_agent {
 
 using BindingFunction = void (*)(pybind11::module&);
 

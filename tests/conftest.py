@@ -1,0 +1,84 @@
+"""Shared fixtures for the judge's tests.
+
+Fixture tasks and solutions are real files under ``tests/fixtures``. End-to-end tests share one
+judge cache for the whole session, so the precompiled header, the object files and the eager and
+torch.compile baselines are built once.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from cuda_agent.judge.config import JudgeConfig, TimingConfig
+from cuda_agent.judge.pipeline import Judge
+from cuda_agent.solution import Solution, load_solution
+from cuda_agent.task import Task, load_task
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+TASKS = FIXTURES / "tasks"
+SOLUTIONS = FIXTURES / "solutions"
+
+# Few calls and a short target: enough to exercise every timing path, fast on two CPU cores.
+FAST_TIMING = TimingConfig(warmup_calls=2, min_calls=5, max_calls=10, target_seconds=0.2)
+CALL_TIMEOUT_S = 60.0
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def judge_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache directory for every judge in the session."""
+    return tmp_path_factory.mktemp("judge-cache")
+
+
+@pytest.fixture(scope="session")
+def judge_config(judge_cache: Path) -> Callable[..., JudgeConfig]:
+    """Build a fast JudgeConfig on the shared cache; keyword arguments override fields."""
+
+    def make(**overrides) -> JudgeConfig:
+        settings = dict(backend="cpu", cache_dir=judge_cache, timing=FAST_TIMING,
+                        call_timeout_s=CALL_TIMEOUT_S)
+        settings.update(overrides)
+        return JudgeConfig(**settings)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def cpu_judge(judge_config) -> Judge:
+    return Judge(judge_config())
+
+
+@pytest.fixture(scope="session")
+def task() -> Task:
+    """y = relu(x * scale + bias) on a 256x256 input: the task every CPU fixture solves."""
+    return load_task(TASKS / "scale_bias_relu.py")
+
+
+@pytest.fixture(scope="session")
+def fixture_solution() -> Callable[[str], Solution]:
+    """Load a fixture solution by its path under tests/fixtures/solutions, e.g. 'cpu/correct'."""
+
+    def load(name: str) -> Solution:
+        return load_solution(SOLUTIONS / name)
+
+    return load
+
+
+@pytest.fixture
+def workspace_copy(tmp_path: Path) -> Callable[[str], Path]:
+    """Copy a fixture solution into a fresh directory that a test may edit."""
+
+    def copy(name: str) -> Path:
+        target = tmp_path / name.replace("/", "_")
+        shutil.copytree(SOLUTIONS / name, target)
+        return target
+
+    return copy

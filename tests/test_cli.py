@@ -1,0 +1,114 @@
+"""The cuda-agent command, run as a user runs it: a subprocess, exit codes, stdout and stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+TASK = FIXTURES / "tasks" / "scale_bias_relu.py"
+CORRECT = FIXTURES / "solutions" / "cpu" / "correct"
+WRONG = FIXTURES / "solutions" / "cpu" / "wrong_values"
+
+
+def cli(*args: str, cache: Path, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, CUDA_AGENT_CACHE=str(cache), COLUMNS="120")
+    return subprocess.run([sys.executable, "-m", "cuda_agent.cli", *args], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=timeout)
+
+
+def test_help_lists_the_commands(judge_cache):
+    result = cli("--help", cache=judge_cache)
+    assert result.returncode == 0
+    for command in ("judge", "compile", "verify", "profile", "workspace", "demo"):
+        assert command in result.stdout
+
+
+def test_cuda_without_a_gpu_is_a_clear_error(judge_cache):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    result = cli("judge", str(TASK), str(CORRECT), "--device", "cuda", cache=judge_cache)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "needs an NVIDIA GPU" in result.stderr and "--device cpu" in result.stderr
+
+
+def test_malformed_task_is_a_clear_error(tmp_path, judge_cache):
+    bad = tmp_path / "bad_task.py"
+    bad.write_text("import torch\n\ndef get_inputs():\n    return []\n")
+    result = cli("judge", str(bad), str(CORRECT), "--device", "cpu", cache=judge_cache)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "bad_task.py" in result.stderr and "class Model" in result.stderr
+
+
+@pytest.mark.slow
+def test_judge_json_is_last_on_stdout_and_exit_code_follows_correctness(judge_cache):
+    ok = cli("judge", str(TASK), str(CORRECT), "--device", "cpu", "--json", cache=judge_cache)
+    assert ok.returncode == 0, ok.stderr
+    verdict = json.loads(ok.stdout)  # nothing but the JSON on stdout
+    assert verdict["status"] == "ok" and verdict["correct"] is True
+    assert verdict["reward"] in (1, 2, 3)
+    for key in ("speedup_vs_eager", "speedup_vs_compile", "timings", "violations", "checks", "feedback"):
+        assert key in verdict
+
+    bad = cli("judge", str(TASK), str(WRONG), "--device", "cpu", "--json", cache=judge_cache)
+    assert bad.returncode == 1
+    verdict = json.loads(bad.stdout)
+    assert verdict["status"] == "incorrect" and verdict["reward"] == -1
+
+
+@pytest.mark.slow
+def test_judge_prints_a_readable_verdict(judge_cache):
+    result = cli("judge", str(TASK), str(WRONG), "--device", "cpu", cache=judge_cache)
+    assert result.returncode == 1
+    assert "incorrect" in result.stdout and "max abs error" in result.stdout
+
+
+@pytest.mark.slow
+def test_workspace_then_compile_verify_inside_it(tmp_path, judge_cache):
+    ws = tmp_path / "ws"
+    made = cli("workspace", str(TASK), str(ws), "--device", "cpu", cache=judge_cache)
+    assert made.returncode == 0, made.stderr
+    assert (ws / "SKILL.md").is_file() and (ws / "model_new.py").is_file()
+
+    # The unfilled workspace is rejected with a message that says what to write.
+    unfilled = cli("compile", "--json", cache=judge_cache, cwd=ws)
+    assert unfilled.returncode == 1
+    assert "REGISTER_BINDING" in json.loads(unfilled.stdout)["error"]
+
+    # Fill it with a correct solution, and sabotage the reference copy in the workspace:
+    # the judge must use the registered task, not the workspace's model.py.
+    shutil.copy(CORRECT / "model_new.py", ws / "model_new.py")
+    shutil.copytree(CORRECT / "kernels", ws / "kernels", dirs_exist_ok=True)
+    (ws / "model.py").chmod(0o644)
+    (ws / "model.py").write_text((ws / "model.py").read_text().replace("torch.relu(", "torch.zeros_like("))
+
+    compiled = cli("compile", "--json", cache=judge_cache, cwd=ws / "kernels")
+    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
+    verified = cli("verify", "--json", cache=judge_cache, cwd=ws)
+    assert verified.returncode == 0, verified.stdout
+    assert json.loads(verified.stdout)["correct"] is True
+
+
+def test_verify_outside_a_workspace_says_how_to_name_the_task(tmp_path, judge_cache):
+    result = cli("verify", cache=judge_cache, cwd=tmp_path)
+    assert result.returncode == 2
+    assert "--task" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_demo_runs_on_the_cpu_backend(judge_cache):
+    result = cli("demo", "--device", "cpu", "--json", cache=judge_cache, timeout=1200)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    verdict = json.loads(result.stdout)
+    assert verdict["correct"] is True and verdict["task"] == "fused_elementwise"

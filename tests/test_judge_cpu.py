@@ -1,0 +1,336 @@
+"""End-to-end judging on the CPU backend: real builds, real worker processes, real verdicts.
+
+Every candidate solves (or fails to solve) tests/fixtures/tasks/scale_bias_relu.py. The solutions
+live under tests/fixtures/solutions as workspaces (model_new.py + kernels/) or single files.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from cuda_agent.judge.pipeline import Judge
+from cuda_agent.judge.reward import milestone_reward
+from cuda_agent.judge.verdict import Verdict
+from cuda_agent.solution import load_solution
+from cuda_agent.task import load_task
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def correct_verdict(cpu_judge, task, fixture_solution) -> Verdict:
+    return cpu_judge.judge(task, fixture_solution("cpu/correct"))
+
+
+def _assert_not_correct(v: Verdict) -> None:
+    assert v.correct is False
+    assert v.reward == -1
+    assert v.reward_continuous == -1.0
+    assert v.speedup_vs_eager is None and v.speedup_vs_compile is None
+    assert v.error, "a failing verdict must say why"
+    assert v.feedback
+
+
+# -- correct candidates ------------------------------------------------------------------------
+def test_correct_solution_is_ok_with_timings_and_reward(correct_verdict):
+    v = correct_verdict
+    assert v.status == "ok", v.feedback
+    assert v.correct is True
+    assert v.stage == "profile"
+    assert v.reward in (1, 2, 3)
+    verify = [c for c in v.checks if c.phase == "verify"]
+    assert len(verify) == 5 and all(c.passed for c in verify)
+    assert all(c.elements == 256 * 256 and c.max_abs_error <= 1e-5 for c in verify)
+    rechecks = [c for c in v.checks if c.phase == "timing"]
+    assert len(rechecks) == 3 and all(c.passed for c in rechecks)
+    for which in ("candidate", "eager", "compile"):
+        stats = v.timings[which]
+        assert stats is not None, which
+        assert stats.calls > 0 and stats.median_ms > 0
+        assert stats.min_ms <= stats.median_ms <= stats.max_ms
+    assert v.timings["candidate"].source == "measured"
+    assert v.speedup_vs_eager == pytest.approx(v.timings["eager"].median_ms / v.timings["candidate"].median_ms)
+    assert v.speedup_vs_compile == pytest.approx(v.timings["compile"].median_ms / v.timings["candidate"].median_ms)
+    assert v.reward_continuous == pytest.approx(v.speedup_vs_compile)
+    assert v.reward == milestone_reward(True, v.timings["candidate"].median_ms, v.timings["eager"].median_ms,
+                                        v.timings["compile"].median_ms)
+    assert v.build["objects_total"] == 3  # the judge's binding.cpp, the kernel, its binding
+    assert v.device["backend"] == "cpu"
+    assert v.isolation["candidate"]["separate_process"] is True
+    assert f"reward {v.reward}" in v.feedback and "5/5 checks passed" in v.feedback
+
+
+def test_correct_verdict_round_trips_through_json(correct_verdict):
+    text = correct_verdict.to_json()
+    data = json.loads(text)
+    for key in ("status", "correct", "reward", "speedup_vs_eager", "speedup_vs_compile", "timings",
+                "violations", "checks", "feedback"):
+        assert key in data
+    assert data["timings"]["candidate"]["calls"] > 0
+    restored = Verdict.from_dict(data)
+    assert restored == correct_verdict
+    assert restored.to_dict() == correct_verdict.to_dict()
+
+
+def test_noisy_output_does_not_disturb_the_verdict(cpu_judge, task, fixture_solution):
+    # Prints from Python and C++, raw bytes on fds 1 and 2, text that looks like judge replies.
+    v = cpu_judge.judge(task, fixture_solution("cpu/noisy"))
+    assert v.status == "ok", v.feedback
+    assert v.correct is True and v.reward in (1, 2, 3)
+    assert all(c.passed for c in v.checks)
+
+
+def test_judge_owned_infrastructure_replaces_sabotaged_workspace_files(cpu_judge, task, fixture_solution):
+    solution = fixture_solution("cpu/sabotaged_infrastructure")
+    assert {"binding.cpp", "binding_registry.h", "model.py"} <= set(solution.ignored)
+    v = cpu_judge.verify(task, solution)
+    assert v.status == "ok", v.feedback
+    assert v.correct is True
+    assert any("binding.cpp" in note and "binding_registry.h" in note for note in v.notes)
+
+
+# -- wrong results -----------------------------------------------------------------------------
+def test_wrong_values_are_incorrect_with_error_and_location(cpu_judge, task, fixture_solution):
+    v = cpu_judge.verify(task, fixture_solution("cpu/wrong_values"))
+    assert v.status == "incorrect"
+    _assert_not_correct(v)
+    failed = [c for c in v.checks if not c.passed]
+    assert failed, "the failing check must be reported"
+    first = failed[0]
+    assert first.max_abs_error > 0.1
+    assert first.mismatched > 0 and first.elements == 256 * 256
+    assert first.worst and first.worst.startswith("output[")
+    assert "worst at output[" in v.error and "expected" in v.error
+    assert first.worst in v.error
+    assert f"max abs error {first.max_abs_error:.3g}" in v.feedback
+
+
+def test_wrong_shape_is_incorrect_and_names_the_shapes(cpu_judge, task, fixture_solution):
+    v = cpu_judge.verify(task, fixture_solution("cpu/wrong_shape"))
+    assert v.status == "incorrect"
+    _assert_not_correct(v)
+    assert "shape (256, 128)" in v.error and "expected (256, 256)" in v.error
+
+
+def test_nan_output_is_incorrect_and_says_nan(cpu_judge, task, fixture_solution):
+    v = cpu_judge.verify(task, fixture_solution("cpu/nan_output"))
+    assert v.status == "incorrect"
+    _assert_not_correct(v)
+    assert "NaN" in v.error
+    assert "256 NaN/Inf values" in v.error
+    assert "output[255, " in v.error  # the poisoned row
+
+
+def test_outputs_of_timed_calls_are_rechecked(cpu_judge, task, fixture_solution):
+    # Honest for the 5 correctness checks, zeros on every later call.
+    v = cpu_judge.judge(task, fixture_solution("cpu/degrades_after_checks"))
+    assert v.status == "incorrect", v.feedback
+    _assert_not_correct(v)
+    assert [c.passed for c in v.checks if c.phase == "verify"] == [True] * 5
+    timing = [c for c in v.checks if c.phase == "timing"]
+    assert timing and not timing[-1].passed
+    assert v.error.startswith("timed call ")
+    assert v.timings["candidate"] is None
+    assert "during timing" in v.feedback
+
+
+# -- crashes, hangs and resource abuse ---------------------------------------------------------
+def test_segfault_is_a_runtime_error_and_the_judge_recovers(cpu_judge, task, fixture_solution):
+    v = cpu_judge.verify(task, fixture_solution("cpu/segfault"))
+    assert v.status == "runtime_error"
+    _assert_not_correct(v)
+    assert "SIGSEGV" in v.error
+    after = cpu_judge.verify(task, fixture_solution("cpu/correct"))
+    assert after.status == "ok" and after.correct is True, after.feedback
+
+
+def test_hang_times_out_within_the_call_timeout(judge_config, task, fixture_solution):
+    call_timeout_s = 5.0
+    judge = Judge(judge_config(call_timeout_s=call_timeout_s))
+    judge.compile(task, fixture_solution("cpu/hang"))  # build outside the measured time
+    start = time.perf_counter()
+    v = judge.verify(task, fixture_solution("cpu/hang"))
+    elapsed = time.perf_counter() - start
+    assert v.status == "timeout", v.feedback
+    _assert_not_correct(v)
+    assert "within 5 s" in v.error and "killed" in v.error
+    # Two worker start-ups, the checks before the hang and the kill fit well inside 30 s more.
+    assert call_timeout_s <= elapsed < call_timeout_s + 30
+    after = judge.verify(task, fixture_solution("cpu/correct"))
+    assert after.status == "ok", after.feedback
+
+
+def test_python_exception_in_forward_reports_the_traceback(cpu_judge, task, fixture_solution):
+    v = cpu_judge.verify(task, fixture_solution("cpu/python_exception"))
+    assert v.status == "runtime_error"
+    _assert_not_correct(v)
+    assert "ValueError: deliberate failure in forward: layout not supported" in v.error
+    assert 'model_new.py", line 8, in _check_layout' in v.error
+    assert 'model_new.py", line 18, in forward' in v.error
+    assert "runtime error:" in v.feedback and "deliberate failure" in v.feedback
+
+
+def test_wrong_parameter_names_are_a_state_dict_mismatch(cpu_judge, task, fixture_solution):
+    v = cpu_judge.verify(task, fixture_solution("cpu/wrong_parameters"))
+    assert v.status == "runtime_error"
+    _assert_not_correct(v)
+    assert "state_dict" in v.error
+    assert "'shift'" in v.error and "'bias'" in v.error
+
+
+def test_exit_at_import_is_not_correct(cpu_judge, task, fixture_solution):
+    v = cpu_judge.verify(task, fixture_solution("cpu/exit_at_import"))
+    assert v.status == "runtime_error", v.feedback
+    _assert_not_correct(v)
+    assert "candidate" in v.error
+    assert not v.checks
+
+
+def test_memory_hog_is_killed_at_the_memory_limit(judge_config, task, fixture_solution):
+    judge = Judge(judge_config(memory_limit_bytes=512 * 1024**2))
+    v = judge.verify(task, fixture_solution("cpu/memory_hog"))
+    assert v.status == "runtime_error", v.feedback
+    _assert_not_correct(v)
+    assert v.settings["fault"] == "candidate"
+    assert not v.checks  # killed during the first call
+    assert "exceeded its memory limit of 0.5 GiB" in v.error
+
+
+def test_a_failing_reference_is_the_tasks_fault(cpu_judge, task, fixture_solution, tmp_path):
+    path = tmp_path / "broken_reference.py"
+    path.write_text(task.source.replace("return torch.relu(x * self.scale + self.bias)",
+                                        'raise RuntimeError("reference exploded")'))
+    v = cpu_judge.verify(load_task(path), fixture_solution("cpu/correct"))
+    assert v.status == "runtime_error", v.feedback
+    _assert_not_correct(v)
+    assert v.error.startswith("the reference (reference-eager) failed:")
+    assert "reference exploded" in v.error
+    assert v.settings["fault"] == "task"
+    assert any("the task's, not the candidate's" in note for note in v.notes)
+
+
+# -- build and format errors -------------------------------------------------------------------
+def test_compile_error_points_into_kernels_and_is_short(cpu_judge, task, fixture_solution):
+    v = cpu_judge.judge(task, fixture_solution("cpu/compile_error"))
+    assert v.status == "compile_error"
+    _assert_not_correct(v)
+    assert "kernels/scale_bias_relu.cpp:8: error:" in v.error
+    assert "undeclared_helper" in v.error
+    assert len(v.error.splitlines()) <= 7 and len(v.error) < 2000
+    assert "build-" not in v.error  # the judge's build directory is not shown
+    assert "undeclared_helper" in v.details  # the compiler output is kept for reference
+    assert not v.checks and all(t is None for t in v.timings.values())
+    assert v.feedback.startswith("compile error:")
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("no_model_new", ["model_new.py", "no `class ModelNew`"]),
+    ("signature_mismatch", ["model_new.py", "constructor signature", "__init__(features, scale)",
+                            "__init__(features)"]),
+    ("no_binding", ["kernels", "_binding.cpp", "REGISTER_BINDING"]),
+    ("no_extension_import", ["model_new.py", "does not `import cuda_extension`"]),
+])
+def test_format_problems_are_compile_errors_naming_file_and_problem(cpu_judge, task, fixture_solution,
+                                                                    name, expected):
+    v = cpu_judge.judge(task, fixture_solution(f"cpu/{name}"))
+    assert v.status == "compile_error"
+    _assert_not_correct(v)
+    for text in expected:
+        assert text in v.error
+    assert name in v.error  # names the solution's own directory
+    assert not v.checks
+
+
+# -- single-file (KernelBench) layout ----------------------------------------------------------
+def test_single_file_load_inline_solution_is_correct(cpu_judge, task, fixture_solution):
+    solution = fixture_solution("single_file/load_inline_correct.py")
+    assert solution.layout == "single_file"
+    v = cpu_judge.judge(task, solution)
+    assert v.status == "ok", v.feedback
+    assert v.correct is True and v.reward in (1, 2, 3)
+    assert v.timings["candidate"] is not None and v.speedup_vs_eager is not None
+    assert v.settings["layout"] == "single_file"
+
+
+def test_single_file_load_inline_compile_error(cpu_judge, task, fixture_solution):
+    v = cpu_judge.verify(task, fixture_solution("single_file/load_inline_compile_error.py"))
+    assert v.status == "compile_error", v.feedback
+    _assert_not_correct(v)
+    assert "this_function_does_not_exist" in v.error
+    assert "was not declared" in v.error
+
+
+# -- stages and caches -------------------------------------------------------------------------
+def test_compile_stage_builds_without_checks(cpu_judge, task, fixture_solution):
+    v = cpu_judge.compile(task, fixture_solution("cpu/correct"))
+    assert v.status == "ok" and v.stage == "compile"
+    assert v.correct is False  # not verified yet
+    assert not v.checks
+    assert all(t is None for t in v.timings.values())
+    assert v.build["objects_total"] == 3
+    assert v.feedback == "compiled successfully (not yet verified)"
+
+
+def test_verify_stage_checks_without_timing(cpu_judge, task, fixture_solution):
+    v = cpu_judge.verify(task, fixture_solution("cpu/correct"))
+    assert v.status == "ok" and v.stage == "verify"
+    assert v.correct is True
+    assert v.reward == 1  # correct, speed unknown
+    assert [c.phase for c in v.checks] == ["verify"] * 5
+    assert all(c.passed for c in v.checks)
+    assert all(t is None for t in v.timings.values())
+    assert v.speedup_vs_eager is None and v.speedup_vs_compile is None
+    assert "profile" not in v.seconds
+
+
+def test_baseline_cache_reuses_eager_and_compile_timings(cpu_judge, task, fixture_solution, tmp_path):
+    # A task of its own (same program, different text), so no earlier test has timed it.
+    path = tmp_path / "scale_bias_relu_cached.py"
+    path.write_text(task.source + "\n# variant for the baseline cache test\n")
+    variant = load_task(path)
+    solution = fixture_solution("cpu/correct")
+    first = cpu_judge.judge(variant, solution)
+    second = cpu_judge.judge(variant, solution)
+    assert first.status == "ok" and second.status == "ok", (first.feedback, second.feedback)
+    for mode in ("eager", "compile"):
+        assert first.timings[mode].source == "measured"
+        assert second.timings[mode].source == "cache"
+        assert second.timings[mode].median_ms == first.timings[mode].median_ms
+        assert second.timings[mode].calls == first.timings[mode].calls
+    assert second.timings["candidate"].source == "measured"
+    assert "reference-compile" in first.isolation and "reference-compile" not in second.isolation
+    assert second.seconds["profile"] < first.seconds["profile"]
+
+
+# -- known holes (each reproduces a judge bug; see the reason) ---------------------------------
+def test_candidate_cannot_fake_its_own_clock(cpu_judge, task, fixture_solution):
+    # Every call sleeps 20 ms; the candidate's patched clock says each took 1 microsecond.
+    v = cpu_judge.judge(task, fixture_solution("cpu/attacks/fake_clock"))
+    assert v.status != "ok" or v.timings["candidate"].median_ms >= 20.0, v.feedback
+
+
+def test_candidate_that_replaces_the_workers_clock_is_caught_by_the_judges_clock(
+        cpu_judge, task, fixture_solution):
+    # Past the in-process tripwire: the worker's own copy of the clock is replaced. The judge's
+    # clock around each call sees 20 ms that the reported times do not account for.
+    v = cpu_judge.judge(task, fixture_solution("cpu/attacks/fake_worker_clock"))
+    assert v.status == "runtime_error", v.feedback
+    assert "not credible" in v.error and v.reward == -1
+    assert v.timings["candidate"] is None
+
+
+def test_work_moved_out_of_the_timed_call_is_caught(cpu_judge, task, fixture_solution):
+    # The slow part runs while inputs are prepared (untimed); the judge's clock on the prepare
+    # step, compared with the reference's, sees it.
+    v = cpu_judge.judge(task, fixture_solution("cpu/attacks/work_in_prepare"))
+    assert v.status == "runtime_error", v.feedback
+    assert "outside the timed calls" in v.error and v.reward == -1
+
+
+def test_forged_reply_on_the_channel_fails_the_candidate(cpu_judge, task, fixture_solution):
+    v = cpu_judge.verify(task, fixture_solution("cpu/attacks/forged_reply"))
+    assert v.status == "runtime_error"
+    assert v.correct is False

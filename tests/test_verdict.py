@@ -1,0 +1,91 @@
+"""The verdict: fixed JSON fields, round trips, and feedback text for each outcome."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cuda_agent.judge.correctness import CheckResult
+from cuda_agent.judge.timing import TimingStats
+from cuda_agent.judge.verdict import STATUSES, Verdict, Violation, render_feedback
+
+FIXED_FIELDS = ("status", "correct", "reward", "speedup_vs_eager", "speedup_vs_compile", "timings",
+                "violations", "checks", "feedback")
+
+
+def test_statuses_are_the_documented_ones():
+    assert STATUSES == ("ok", "compile_error", "forbidden", "runtime_error", "timeout", "incorrect")
+
+
+def test_unknown_status_is_refused():
+    with pytest.raises(ValueError, match="unknown status"):
+        Verdict(status="passed")
+
+
+def test_defaults_fail_closed():
+    v = Verdict(status="ok")
+    assert v.correct is False and v.reward == -1
+    assert v.speedup_vs_eager is None and v.speedup_vs_compile is None
+    assert v.timings == {"candidate": None, "eager": None, "compile": None}
+
+
+def test_json_has_the_fixed_fields_and_round_trips():
+    stats = TimingStats.from_samples([1.0, 2.0, 3.0])
+    v = Verdict(status="forbidden", timings={"candidate": stats, "eager": stats, "compile": None},
+                violations=[Violation("aten-compute", "model_new.py", 12, "calls torch.matmul")],
+                checks=[CheckResult(index=0, passed=True, max_abs_error=0.0, max_rel_error=0.0,
+                                    elements=4)],
+                notes=["a note"], settings={"timing": {"warmup_calls": 2}})
+    v.feedback = render_feedback(v)
+    data = json.loads(v.to_json())
+    for key in FIXED_FIELDS:
+        assert key in data
+    assert data["timings"]["candidate"]["spread"] == pytest.approx(stats.spread)
+    assert data["timings"]["compile"] is None
+    assert data["violations"][0] == {"rule": "aten-compute", "file": "model_new.py", "line": 12,
+                                     "message": "calls torch.matmul"}
+    restored = Verdict.from_dict(data)
+    assert restored == v
+    assert Verdict.from_dict({**data, "a_field_from_the_future": 1}) == v
+
+
+def test_feedback_for_each_outcome():
+    compile_error = Verdict(status="compile_error", error="kernels/k.cpp:3: error: boom")
+    assert render_feedback(compile_error) == "compile error:\nkernels/k.cpp:3: error: boom"
+
+    forbidden = Verdict(status="forbidden", violations=[Violation("r", "kernels/k.cpp", None, "no")])
+    assert render_feedback(forbidden).splitlines() == ["rejected: the solution breaks the rules",
+                                                       "  kernels/k.cpp: [r] no"]
+
+    crash = Verdict(status="runtime_error", error="killed by SIGSEGV", details="log line")
+    assert render_feedback(crash) == "runtime error: killed by SIGSEGV\n\nlog line"
+    assert render_feedback(Verdict(status="timeout", error="too slow")) == "timeout: too slow"
+
+    bad = CheckResult(index=1, passed=False, max_abs_error=2.0, max_rel_error=1.0, elements=8,
+                      mismatched=3, message="output: 3 of 8 values outside")
+    incorrect = Verdict(status="incorrect", checks=[CheckResult(index=0, passed=True, elements=8), bad])
+    assert render_feedback(incorrect).splitlines() == [
+        "incorrect: 1 of 2 checks failed",
+        "  check 2: output: 3 of 8 values outside",
+        "  max abs error 2, max rel error 1",
+    ]
+
+
+def test_feedback_of_a_correct_timed_candidate():
+    fast = TimingStats.from_samples([1.0])
+    slow = TimingStats.from_samples([2.0])
+    v = Verdict(status="ok", correct=True, reward=3, speedup_vs_eager=2.0, speedup_vs_compile=2.0,
+                timings={"candidate": fast, "eager": slow, "compile": slow},
+                checks=[CheckResult(index=i, passed=True, max_abs_error=0.001 * i) for i in range(5)],
+                notes=["hello"])
+    lines = render_feedback(v).splitlines()
+    assert lines[0] == "correct: 5/5 checks passed (max abs error 0.004)"
+    assert lines[1] == "candidate 1 ms  eager 2 ms (2.00x)  torch.compile 2 ms (2.00x)"
+    assert lines[2] == "reward 3: more than 5% faster than eager and torch.compile"
+    assert lines[3] == "note: hello"
+
+
+def test_violation_render():
+    assert Violation("rule", "f.py", 3, "msg").render() == "f.py:3: [rule] msg"
+    assert Violation("rule", "f.py", None, "msg").render() == "f.py: [rule] msg"
