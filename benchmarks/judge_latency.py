@@ -107,20 +107,22 @@ def main() -> None:
         results["verdict"] = cached.to_dict()
 
         fresh = Judge(replace(judge.config, use_baseline_cache=False))
-        speedups = {"eager": [], "compile": [], "candidate_ms": []}
+        speedups = {"eager": [], "compile": []}
+        repeats = []
         for _ in range(args.repeats):
             r = fresh.judge(task, solution)
             assert r.correct, r.feedback
             speedups["eager"].append(r.speedup_vs_eager)
             speedups["compile"].append(r.speedup_vs_compile)
-            speedups["candidate_ms"].append(r.timings["candidate"].median_ms)
+            repeats.append({which: {"host_ms": t.median_ms, "device_ms": t.device_median_ms, "spread": t.spread}
+                            for which, t in r.timings.items()})
         for key in ("eager", "compile"):
             vals = speedups[key]
             dev = max(abs(x / statistics.fmean(vals) - 1) for x in vals) * 100
             rows.append((f"{args.repeats} judges: speedup vs {key}", statistics.fmean(vals),
                          f"max deviation from mean {dev:.2f}% ({', '.join(f'{x:.3f}' for x in vals)})"))
             results[f"repeat_speedup_vs_{key}"] = {"values": vals, "max_deviation_pct": dev}
-        results["repeat_candidate_ms"] = speedups["candidate_ms"]
+        results["repeats"] = repeats
         results["device"] = cached.device
     finally:
         shutil.rmtree(cache, ignore_errors=True)

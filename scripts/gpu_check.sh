@@ -10,7 +10,7 @@ OUT=${OUT:-gpu-results}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export CUDA_AGENT_CACHE=${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}
-parts=${*:-tests examples demo bench}
+parts=${*:-tests examples demo fidelity bench}
 status=0
 
 {
@@ -41,6 +41,9 @@ PY
       done 2>&1 | tee "$OUT/examples.txt" ;;
     demo)
       python3 -m cuda_agent.cli demo 2>&1 | tee "$OUT/demo.txt" || status=1 ;;
+    fidelity)
+      python3 benchmarks/timing_fidelity.py --device cuda --out "$OUT/timing_fidelity.json" 2>&1 \
+        | tee "$OUT/timing_fidelity.txt" || status=1 ;;
     bench)
       python3 benchmarks/judge_latency.py --device cuda --out "$OUT/judge_latency.json" 2>&1 \
         | tee "$OUT/judge_latency.txt" || status=1 ;;

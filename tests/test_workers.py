@@ -31,7 +31,7 @@ def _channel_closes_mid_request(worker: WorkerProcess, monkeypatch, memory_flagg
     """
     worker.spec.memory_limit_bytes = LIMIT
 
-    def receive(fd, max_bytes, deadline=None):
+    def receive(fd, max_bytes, deadline=None, spin_s=0.0):
         if memory_flagged:
             worker._oom.set()
         worker.kill()  # what the memory watcher does

@@ -25,8 +25,8 @@ class Model(nn.Module):
         return torch.tanh(x)
 
 
-batch_size = 2048
-in_features = 384
+batch_size = 4096
+in_features = 128
 out_features = 4096
 scale = 2.0
 shift = -0.5

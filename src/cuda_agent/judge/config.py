@@ -54,3 +54,4 @@ class JudgeConfig:
     memory_limit_bytes: int | None = 32 * 1024**3   # resident memory of one worker process
     isolate_network: bool = True
     seed: int | None = None           # fixes the secret seeds; for tests and reproduction only
+    keep_samples: bool = False        # put every timed call's duration in the verdict

@@ -27,9 +27,9 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from filelock import FileLock
 
@@ -50,6 +50,7 @@ from .workers import WorkerError, WorkerProcess, WorkerSpec
 
 STAGES = ("compile", "verify", "profile")
 CALIBRATION_CALLS = 10
+STEP_SPIN_S = 0.05
 Progress = Callable[[str], None]
 
 
@@ -68,7 +69,6 @@ class Judge:
         self.progress = progress or (lambda message: None)
         self.baselines = BaselineCache(self.cache_dir)
         self._builder: ExtensionBuilder | None = None
-        self._device_name: str | None = None
         self._rng = random.Random(self.config.seed) if self.config.seed is not None else random.SystemRandom()
 
     # -- public API ---------------------------------------------------------------------------
@@ -146,6 +146,24 @@ class Judge:
             _fail(verdict, "compile_error", result.errors)
         return result.module_path
 
+    def timing_placement(self) -> tuple[list[int], int | None]:
+        """Cores for a timing session: the worker's timing thread, and the judge's own thread.
+
+        The worker gets cores chosen per device (two GPUs timed at once do not share one), as
+        many as the cpu backend's thread count there. The judge, which polls its channel during
+        the session, is kept off those cores and their SMT siblings, where it would slow the
+        very calls being timed. On machines with too few cores nothing is pinned.
+        """
+        cores = sorted(os.sched_getaffinity(0))
+        want = self.config.timing.cpu_threads if self.backend == "cpu" else 1
+        if len(cores) < 2 * want + 2:
+            return [], None
+        end = len(cores) - self.config.device_index * want
+        worker = cores[max(1, end - want):end] if end > want else cores[-want:]
+        busy = set(worker).union(*(_smt_siblings(c) for c in worker))
+        judge = next((c for c in cores if c not in busy), None)
+        return worker, judge
+
     def timing_lock(self) -> FileLock:
         """Timing runs on one device never overlap, across threads and processes."""
         locks = self.cache_dir / "locks"
@@ -158,6 +176,34 @@ class Judge:
         t = self.config.timing
         threads = t.cpu_threads if self.backend == "cpu" else None
         return BaselineKey(task.sha256, self.backend, device.get("name", "?"), torch.__version__, t.key(), threads)
+
+
+@contextmanager
+def _pinned_thread(core: int | None) -> Iterator[None]:
+    """Run the calling thread (only) on ``core`` for the duration; no-op for None."""
+    if core is None:
+        yield
+        return
+    previous = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {core})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, previous)
+
+
+def _smt_siblings(core: int) -> set[int]:
+    """Hardware threads sharing ``core``'s physical core (empty if the OS does not say)."""
+    path = Path(f"/sys/devices/system/cpu/cpu{core}/topology/thread_siblings_list")
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return set()
+    siblings: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        siblings.update(range(int(lo), int(hi or lo) + 1))
+    return siblings
 
 
 def _median(verdict: Verdict, which: str) -> float | None:
@@ -271,8 +317,9 @@ class _Run:
         reply = worker.request("setup", self.cfg.load_timeout_s, **setup)
         _check_reply(reply, {"device": dict, "network_isolated": bool, "uid": int}, "setup")
         with self._lock:
-            self.device_info = reply["device"]
-            self.verdict.device = reply["device"]
+            if role == "reference":  # device facts key the baseline cache: never the candidate's word
+                self.device_info = reply["device"]
+                self.verdict.device = reply["device"]
             self.verdict.isolation[name] = {"separate_process": True, "network_isolated": reply["network_isolated"],
                                             "uid": reply["uid"], "environment": "scrubbed"}
         return worker
@@ -299,10 +346,14 @@ class _Run:
 
     def _call(self, worker: WorkerProcess, cmd: str | None, timeout: float, fields: dict[str, Any],
               expect: dict[str, Any] | None = None) -> dict:
-        """One exchange: a command (``cmd``) or a session step (``cmd`` None), reply checked."""
+        """One exchange: a command (``cmd``) or a timing step (``cmd`` None), reply checked.
+
+        Timing steps poll for their reply rather than sleep, which keeps the judge's clock on
+        each step close to the step itself.
+        """
         message = {"cmd": cmd, **fields} if cmd else fields
         try:
-            reply = worker.exchange(message, timeout)
+            reply = worker.exchange(message, timeout, spin_s=0.0 if cmd else STEP_SPIN_S)
             _check_reply(reply, expect or {}, cmd or str(fields.get("step")))
             return reply
         except WorkerError as exc:
@@ -364,19 +415,22 @@ class _Run:
         min_calls, max_calls = (t.min_calls, t.max_calls) if calls is None else (calls, calls)
         session, seeds = Session(), []
         self.judge.progress(f"timing {label}")
-        with self.judge.timing_lock():
+        worker_cores, judge_core = self.judge.timing_placement()
+        with self.judge.timing_lock(), _pinned_thread(judge_core):
             started = time.perf_counter()
-            self._post(worker, {"cmd": "time"})
+            self._post(worker, {"cmd": "time", "max_calls": max_calls, "cores": worker_cores})
             for i in range(warmup + max_calls):
                 timed = i >= warmup
                 # Early calls may compile (torch.compile, lazy module loading): the long limit.
                 limit = cfg.call_timeout_s if timed else cfg.timing_timeout_s
                 seed = self._seed()
                 t0 = time.perf_counter()
-                self._call(worker, None, limit, {"step": "prepare", "seed": seed})
+                ready = self._call(worker, None, limit, {"step": "prepare", "seed": seed}, expect={"full": bool})
+                if ready["full"] and timed and keep:
+                    break  # no room left to keep this call's output for checking
                 t1 = time.perf_counter()
                 reply = self._call(worker, None, limit, {"step": "go", "keep": keep and timed},
-                                   expect={"host_ms": float, "device_ms": (float, type(None)), "full": bool})
+                                   expect={"host_ms": float, "device_ms": (float, type(None))})
                 t2 = time.perf_counter()
                 if timed:
                     seeds.append(seed)
@@ -385,8 +439,7 @@ class _Run:
                         session.device_ms.append(reply["device_ms"])
                     session.prepare_ms.append((t1 - t0) * 1e3)
                     session.go_ms.append((t2 - t1) * 1e3)
-                    n = len(seeds)
-                    if n >= min_calls and (sum(session.host_ms) >= t.target_seconds * 1e3 or reply["full"]):
+                    if len(seeds) >= min_calls and sum(session.host_ms) >= t.target_seconds * 1e3:
                         break
                 if time.perf_counter() - started > cfg.timing_timeout_s:
                     worker.kill()
@@ -407,7 +460,7 @@ class _Run:
         t0 = time.perf_counter()
         self._load_weights(self._seed())
         session, seeds = self._session(self.cand, "candidate", keep=True)
-        v.timings["candidate"] = TimingStats.from_session(session)
+        v.timings["candidate"] = TimingStats.from_session(session, cfg.keep_samples)
         self._recheck(seeds)
 
         # The same steps in the trusted reference process show what honest overheads look like.
@@ -433,7 +486,7 @@ class _Run:
                            {"weight_seed": self.weight_seed, "return_state": False})
                 baseline, _ = self._session(worker, "eager" if mode == "eager" else "torch.compile", keep=False)
                 worker.close()
-                cached = TimingStats.from_session(baseline)
+                cached = TimingStats.from_session(baseline, cfg.keep_samples)
                 self.judge.baselines.put(key, mode, cached)
             v.timings[mode] = cached
         v.seconds["profile"] = time.perf_counter() - t0

@@ -51,6 +51,7 @@ class TimingStats:
     prepare_median_ms: float | None = None
     channel_median_ms: float | None = None
     source: str = "measured"      # measured | cache
+    samples_ms: list[float] | None = None   # every timed call, when the judge keeps them
 
     @property
     def spread(self) -> float:
@@ -84,8 +85,9 @@ class TimingStats:
         )
 
     @classmethod
-    def from_session(cls, session: Session) -> "TimingStats":
+    def from_session(cls, session: Session, keep_samples: bool = False) -> "TimingStats":
         stats = cls.from_samples(session.host_ms, session.device_ms)
+        stats.samples_ms = list(session.host_ms) if keep_samples else None
         stats.prepare_median_ms = statistics.median(session.prepare_ms) if session.prepare_ms else None
         stats.channel_median_ms = statistics.median(session.channel_ms) if session.go_ms else None
         return stats

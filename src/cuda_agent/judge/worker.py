@@ -30,10 +30,14 @@ ERROR_SETUP = "setup_error"
 # later does not change it. (The judge's own clock around each call is the real check.)
 _clock_ns = time.perf_counter_ns
 
-# Outputs of timed calls stay on the device up to this many bytes, then move to host memory;
-# timing stops early (after at least one call) once the host share would pass its own limit.
-KEEP_ON_DEVICE_BYTES = 2 * 1024**3
-KEEP_ON_HOST_BYTES = 4 * 1024**3
+# Outputs of timed calls are kept, as copies in the memory they were made in, for checking after
+# the session: up to a quarter of the device's free memory (or this much host memory on the cpu
+# backend). When that is full the session ends early, rather than moving copies elsewhere at a
+# cost that the judge's overhead comparison would wrongly count against the model.
+KEEP_DEVICE_FRACTION = 0.25
+# While timing, wait for the judge's next step by polling this long before sleeping.
+SPIN_S = 0.005
+KEEP_HOST_BYTES = 4 * 1024**3
 
 
 class WorkerFailure(Exception):
@@ -66,36 +70,78 @@ def _short_traceback(exc: BaseException, hide: tuple[str, ...]) -> str:
     return text[-3000:]
 
 
-def _tensor_bytes(value: Any) -> int:
-    import torch
+class KeptOutputs:
+    """Copies of timed outputs, for checking after the session, in one buffer made up front.
 
-    if isinstance(value, torch.Tensor):
-        return value.numel() * value.element_size()
-    if isinstance(value, (list, tuple)):
-        return sum(_tensor_bytes(v) for v in value)
-    if isinstance(value, dict):
-        return sum(_tensor_bytes(v) for v in value.values())
-    return 0
-
-
-def _snapshot(value: Any, to_host: bool) -> Any:
-    """A copy of an output as it is now, on the device or on the host.
-
-    Timed outputs are kept for checking as copies, so the model's own output memory is freed and
-    reused by the allocator exactly as in a user's loop; keeping the originals would force a
-    fresh device allocation inside every timed call.
+    Copying each output into fresh memory would take the block the allocator is about to hand
+    the model's next call, forcing a device allocation inside that timed call; the model's own
+    output memory must be freed and reused exactly as in a user's loop. So the first output
+    sizes a buffer of equal slots (up to ``budget_bytes``), and each timed output is copied into
+    the next slot. ``full`` says there is no slot left for another call.
     """
+
+    ALIGN = 256
+
+    def __init__(self, device: str, budget_bytes: int, max_calls: int):
+        self.device, self.budget, self.max_calls = device, budget_bytes, max(1, max_calls)
+        self.buffer = None
+        self.slot_bytes = 0
+        self.items: list[Any] = []
+
+    def _need(self, value: Any) -> int:
+        return sum(-(-t.numel() * t.element_size() // self.ALIGN) * self.ALIGN for t in _tensors(value))
+
+    @property
+    def slots(self) -> int:
+        return self.buffer.numel() // self.slot_bytes if self.buffer is not None else 0
+
+    @property
+    def full(self) -> bool:
+        return self.buffer is not None and len(self.items) >= self.slots
+
+    def add(self, value: Any) -> bool:
+        """Copy ``value`` into the next slot; False when it does not fit (the session must end)."""
+        import torch
+
+        need = max(self._need(value), self.ALIGN)
+        if self.buffer is None:
+            self.slot_bytes = need
+            slots = max(1, min(self.max_calls, self.budget // need))
+            self.buffer = torch.empty(slots * need, dtype=torch.uint8, device=self.device)
+        if need > self.slot_bytes or self.full:
+            return False
+        offset = len(self.items) * self.slot_bytes
+
+        def copy(v: Any) -> Any:
+            nonlocal offset
+            if isinstance(v, torch.Tensor):
+                nbytes = v.numel() * v.element_size()
+                dst = self.buffer[offset:offset + nbytes].view(v.dtype).view(v.shape)
+                dst.copy_(v.detach())
+                offset += -(-nbytes // self.ALIGN) * self.ALIGN
+                return dst
+            if isinstance(v, tuple):
+                return tuple(copy(x) for x in v)
+            if isinstance(v, list):
+                return [copy(x) for x in v]
+            if isinstance(v, dict):
+                return {k: copy(x) for k, x in v.items()}
+            return v
+
+        self.items.append(copy(value))
+        return True
+
+
+def _tensors(value: Any) -> list:
     import torch
 
     if isinstance(value, torch.Tensor):
-        return value.detach().to("cpu", copy=True) if to_host else value.detach().clone()
-    if isinstance(value, tuple):
-        return tuple(_snapshot(v, to_host) for v in value)
-    if isinstance(value, list):
-        return [_snapshot(v, to_host) for v in value]
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
     if isinstance(value, dict):
-        return {k: _snapshot(v, to_host) for k, v in value.items()}
-    return value
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
 
 
 class Worker:
@@ -137,8 +183,10 @@ class Worker:
         return list(self.task.get_init_inputs())
 
     def flush_cache(self) -> None:
+        # Read, not write: a writing flush leaves the cache full of dirty lines that the timed
+        # call would then have to write back while it streams its own data.
         if self._flush_buffer is not None:
-            self._flush_buffer.add_(1)
+            self._flush_buffer.amax()
 
     # -- commands -------------------------------------------------------------------------
     def setup(self, msg: dict) -> dict:
@@ -160,7 +208,7 @@ class Worker:
         if msg.get("flush_cache"):
             # Twice the last-level cache, touched before every timed call.
             n = 2 * int(msg.get("cache_bytes") or info.cache_bytes) // 4
-            self._flush_buffer = torch.empty(n, dtype=torch.int32, device=self.device)
+            self._flush_buffer = torch.ones(n, dtype=torch.int32, device=self.device)
 
         task = _load_module("cuda_agent_task", Path(msg["task_path"]))
         if self.role == "reference":
@@ -235,35 +283,32 @@ class Worker:
         cuda = self.device == "cuda"
         start = torch.cuda.Event(enable_timing=True) if cuda else None
         end = torch.cuda.Event(enable_timing=True) if cuda else None
-        self.kept = []
-        kept_bytes = host_bytes = 0
+        budget = int(torch.cuda.mem_get_info()[0] * KEEP_DEVICE_FRACTION) if cuda else KEEP_HOST_BYTES
+        kept = KeptOutputs(self.device, budget, int(msg.get("max_calls", 100)))
+        self.kept = kept.items
         inputs = pending = None
-
-        def keep(output: Any) -> None:
-            nonlocal kept_bytes, host_bytes
-            size = _tensor_bytes(output)
-            on_device = cuda and kept_bytes + size <= KEEP_ON_DEVICE_BYTES
-            if on_device:
-                kept_bytes += size
-            else:
-                host_bytes += size
-            self.kept.append(_snapshot(output, to_host=not on_device))
+        # One core for the timing thread: no migrations between calls, for every model alike.
+        previous_affinity = os.sched_getaffinity(0)
+        if msg.get("cores"):
+            os.sched_setaffinity(0, set(msg["cores"]))
 
         gc.collect()
         gc.disable()  # a collection inside a timed call would be noise, for every model alike
         try:
             with torch.no_grad():
                 while True:
-                    step = protocol.receive(self.fd_in, max_bytes=1 << 20)
+                    step = protocol.receive(self.fd_in, max_bytes=1 << 20, spin_s=SPIN_S)
                     kind = step.get("step")
                     if pending is not None:  # the previous call's output, copied outside its timing
-                        keep(pending)
+                        if not kept.add(pending):
+                            raise WorkerFailure(ERROR_RUNTIME, "a timed output changed size between calls")
                         pending = None
                     if kind == "prepare":
                         inputs = self.make_inputs(step["seed"])
                         self.flush_cache()
                         self.synchronize()
-                        protocol.send(self.fd_out, {"ok": True})
+                        # Whether this call's output could still be kept: if not, the judge stops.
+                        protocol.send(self.fd_out, {"ok": True, "full": kept.full})
                     elif kind == "go":
                         t0 = _clock_ns()
                         if cuda:
@@ -275,8 +320,7 @@ class Worker:
                         t1 = _clock_ns()
                         inputs = None
                         reply = {"ok": True, "host_ms": (t1 - t0) / 1e6,
-                                 "device_ms": start.elapsed_time(end) if cuda else None,
-                                 "full": host_bytes > KEEP_ON_HOST_BYTES}
+                                 "device_ms": start.elapsed_time(end) if cuda else None}
                         protocol.send(self.fd_out, reply)
                         if step.get("keep"):
                             pending = output
@@ -287,6 +331,7 @@ class Worker:
                         raise WorkerFailure(ERROR_SETUP, f"unknown timing step {kind!r}")
         finally:
             gc.enable()
+            os.sched_setaffinity(0, previous_affinity)
         return {"calls": len(self.kept)}
 
     def outputs(self, msg: dict) -> dict:

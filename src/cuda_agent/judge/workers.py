@@ -179,15 +179,18 @@ class WorkerProcess:
             raise WorkerError("runtime_error", self._failure_reason(str(exc)), self.log_tail()) from None
 
     def exchange(self, message: dict[str, Any], timeout_s: float,
-                 max_bytes: int = DEFAULT_MAX_REPLY_BYTES, what: str = "") -> dict[str, Any]:
-        """Send ``message`` and wait for the reply; raise WorkerError on any failure."""
+                 max_bytes: int = DEFAULT_MAX_REPLY_BYTES, what: str = "", spin_s: float = 0.0) -> dict[str, Any]:
+        """Send ``message`` and wait for the reply; raise WorkerError on any failure.
+
+        ``spin_s``: poll for the reply this long before sleeping (timing steps, see protocol).
+        """
         what = what or str(message.get("cmd") or message.get("step") or "request")
         if self.proc.poll() is not None:
             raise WorkerError("runtime_error", self._failure_reason("it had already stopped"), self.log_tail())
         deadline = time.monotonic() + timeout_s
         try:
             protocol.send(self._send_fd, message, deadline)
-            reply = protocol.receive(self._recv_fd, max_bytes, deadline)
+            reply = protocol.receive(self._recv_fd, max_bytes, deadline, spin_s)
         except protocol.ChannelTimeout:
             self.kill()
             raise WorkerError("timeout", f"`{what}` did not finish within {timeout_s:.0f} s; the "
