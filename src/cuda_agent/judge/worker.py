@@ -6,8 +6,8 @@ computes the candidate's, and the judge compares them in its own process. A work
 fresh for every judging run and killed afterwards; a crash or hang here costs only this process.
 
 Commands: ``setup``, ``init_model`` (reference: draw weights, return the state dict),
-``load_weights`` (candidate), ``run`` (one forward on seeded inputs), ``time`` (the timing
-loop), ``outputs`` (outputs kept from timed calls), ``exit``.
+``load_weights`` (candidate), ``run`` (one forward on seeded inputs), ``time`` (a timing
+session, driven one call at a time), ``outputs`` (outputs kept from timed calls), ``exit``.
 """
 
 from __future__ import annotations
@@ -35,9 +35,10 @@ _clock_ns = time.perf_counter_ns
 # backend). When that is full the session ends early, rather than moving copies elsewhere at a
 # cost that the judge's overhead comparison would wrongly count against the model.
 KEEP_DEVICE_FRACTION = 0.25
+KEEP_HOST_BYTES = 4 * 1024**3
+
 # While timing, wait for the judge's next step by polling this long before sleeping.
 SPIN_S = 0.005
-KEEP_HOST_BYTES = 4 * 1024**3
 
 
 class WorkerFailure(Exception):
@@ -206,7 +207,7 @@ class Worker:
             torch.cuda.set_device(0)
         info = probe_device(self.device)
         if msg.get("flush_cache"):
-            # Twice the last-level cache, touched before every timed call.
+            # Twice the last-level cache, read before every timed call.
             n = 2 * int(msg.get("cache_bytes") or info.cache_bytes) // 4
             self._flush_buffer = torch.ones(n, dtype=torch.int32, device=self.device)
 
