@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 from dataclasses import asdict, dataclass
@@ -79,7 +80,9 @@ def _cpu_last_level_cache() -> int | None:
     return best
 
 
-def _cpu_name() -> str:
+@functools.lru_cache(maxsize=None)
+def cpu_name() -> str:
+    """The CPU model, as /proc/cpuinfo names it."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -94,7 +97,7 @@ def probe_device(backend: str, index: int = 0) -> DeviceInfo:
     import torch
 
     if backend == "cpu":
-        return DeviceInfo("cpu", _cpu_name(), torch.__version__,
+        return DeviceInfo("cpu", cpu_name(), torch.__version__,
                           cpu_cores=len(os.sched_getaffinity(0)),
                           last_level_cache_bytes=_cpu_last_level_cache())
     props = torch.cuda.get_device_properties(index)

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..files import write_atomic
 from .timing import TimingStats
 
 
@@ -53,7 +52,4 @@ class BaselineCache:
 
     def put(self, key: BaselineKey, mode: str, stats: TimingStats) -> None:
         payload = {"key": key.__dict__, "mode": mode, "stats": stats.to_dict(), "created": time.time()}
-        fd, tmp = tempfile.mkstemp(dir=self.dir, suffix=".tmp")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(payload, fh, indent=1)
-        os.replace(tmp, self._path(key, mode))
+        write_atomic(self._path(key, mode), json.dumps(payload, indent=1))

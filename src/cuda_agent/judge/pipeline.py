@@ -40,7 +40,7 @@ from ..task import Task
 from .baselines import BaselineCache, BaselineKey
 from .build import ExtensionBuilder
 from .config import JudgeConfig
-from .correctness import CheckResult, compare_outputs
+from .correctness import compare_outputs
 from .reward import continuous_reward, milestone_reward
 from .sandbox import SandboxPolicy
 from .timing import Session, TimingStats, consistency_problem, integrity_problem
@@ -80,6 +80,11 @@ class Judge:
 
     def judge(self, task: Task, solution: Solution) -> Verdict:
         return self.evaluate(task, solution, stage="profile")
+
+    @property
+    def cpu_threads(self) -> int | None:
+        """Threads every model runs with on the cpu backend; None on cuda."""
+        return self.config.timing.cpu_threads if self.backend == "cpu" else None
 
     @property
     def builder(self) -> ExtensionBuilder:
@@ -155,7 +160,7 @@ class Judge:
         very calls being timed. On machines with too few cores nothing is pinned.
         """
         cores = sorted(os.sched_getaffinity(0))
-        want = self.config.timing.cpu_threads if self.backend == "cpu" else 1
+        want = self.cpu_threads or 1
         if len(cores) < 2 * want + 2:
             return [], None
         end = len(cores) - self.config.device_index * want
@@ -173,9 +178,8 @@ class Judge:
     def baseline_key(self, task: Task, device: dict) -> BaselineKey:
         import torch
 
-        t = self.config.timing
-        threads = t.cpu_threads if self.backend == "cpu" else None
-        return BaselineKey(task.sha256, self.backend, device.get("name", "?"), torch.__version__, t.key(), threads)
+        return BaselineKey(task.sha256, self.backend, device.get("name", "?"), torch.__version__,
+                           self.config.timing.key(), self.cpu_threads)
 
 
 @contextmanager
@@ -271,11 +275,6 @@ class _Run:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- workers ------------------------------------------------------------------------------
-    def _threads(self) -> int | None:
-        if self.judge.backend != "cpu":
-            return None
-        return self.cfg.timing.cpu_threads
-
     def _env(self, role: str) -> dict[str, str]:
         env: dict[str, str] = {}
         if self.judge.backend == "cuda":
@@ -285,7 +284,7 @@ class _Run:
             if cuda_home := find_cuda_home():
                 env["CUDA_HOME"] = str(cuda_home)
                 env["PATH"] = f"{cuda_home / 'bin'}:" + os.environ.get("PATH", "/usr/bin:/bin")
-        if threads := self._threads():
+        if threads := self.judge.cpu_threads:
             env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
         if role == "candidate" and self.solution.layout == "single_file":
             # load_inline builds here; keyed by the solution so identical sources are reused.
@@ -309,7 +308,7 @@ class _Run:
         with self._lock:
             self.stack.callback(worker.close)
         setup = {"role": role, "device": self.judge.backend, "mode": mode, "task_path": str(self.task_path),
-                 "threads": self._threads(), "flush_cache": self.cfg.timing.flush_cache,
+                 "threads": self.judge.cpu_threads, "flush_cache": self.cfg.timing.flush_cache,
                  "hide_paths": [str(self.dir), str(Path(__file__).resolve().parents[2])]}
         if role == "candidate":
             setup["solution_path"] = str(self.solution_dir / MODEL_FILE)

@@ -30,7 +30,6 @@ class SandboxPolicy:
     isolate_network: bool = True
     max_open_files: int = 4096
     max_file_bytes: int = 16 * 1024**3
-    address_space_bytes: int | None = None   # only for the cpu backend: CUDA reserves huge ranges
 
 
 def worker_environment(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -58,8 +57,6 @@ def make_preexec(policy: SandboxPolicy):
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NOFILE, (policy.max_open_files, policy.max_open_files))
         resource.setrlimit(resource.RLIMIT_FSIZE, (policy.max_file_bytes, policy.max_file_bytes))
-        if policy.address_space_bytes:
-            resource.setrlimit(resource.RLIMIT_AS, (policy.address_space_bytes, policy.address_space_bytes))
         if policy.isolate_network:
             # Fails without CAP_SYS_ADMIN; the worker then reports that it still sees the network.
             _LIBC.unshare(CLONE_NEWNET)

@@ -17,6 +17,7 @@ import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..device import cpu_name
 from ..errors import ToolchainError
 
 EXTENSION_NAME = "cuda_extension"
@@ -149,7 +150,7 @@ def detect_toolchain(backend: str, cuda_capability: tuple[int, int] | None = Non
     if backend == "cpu":
         kernel = common + ["-fopenmp", "-march=native"]
         return Toolchain("cpu", cxx, None, tuple(kernel), tuple(binding + ["-fopenmp"]), (),
-                         tuple(ldflags + ["-fopenmp"]), tuple(versions + [_cpu_model()]))
+                         tuple(ldflags + ["-fopenmp"]), tuple(versions + [cpu_name()]))
 
     cuda_home = find_cuda_home()
     if cuda_home is None:
@@ -186,14 +187,3 @@ def detect_toolchain(backend: str, cuda_capability: tuple[int, int] | None = Non
     versions.append(_run_version([nvcc, "--version"]).splitlines()[-1])
     return Toolchain("cuda", cxx, nvcc, tuple(kernel), tuple(binding), tuple(nvcc_flags),
                      tuple(ldflags), tuple(versions), arch)
-
-
-@functools.lru_cache(maxsize=None)
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()

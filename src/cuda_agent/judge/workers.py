@@ -150,18 +150,18 @@ class WorkerProcess:
     def _failure_reason(self, problem: str) -> str:
         """Why an exchange failed, once the worker is dead or has been killed."""
         role = self.spec.role
+        memory = (f"the {role} process exceeded its memory limit of "
+                  f"{(self.spec.memory_limit_bytes or 0) / 1024**3:.1f} GiB and was killed")
         if self._oom.is_set():
-            limit = self.spec.memory_limit_bytes / 1024**3
-            return f"the {role} process exceeded its memory limit of {limit:.1f} GiB and was killed"
+            return memory
         try:
             code = self.proc.wait(timeout=2)  # did it die by itself?
         except subprocess.TimeoutExpired:
             self.kill()
             self.proc.wait()
             return f"the {role} process broke the judge protocol ({problem}) and was killed"
-        if self._oom.is_set():
-            limit = self.spec.memory_limit_bytes / 1024**3
-            return f"the {role} process exceeded its memory limit of {limit:.1f} GiB and was killed"
+        if self._oom.is_set():  # the watcher may have killed it while we waited
+            return memory
         if code < 0:
             return f"the {role} process was killed by {_signal_name(code)}"
         return f"the {role} process exited with code {code} in the middle of an exchange"

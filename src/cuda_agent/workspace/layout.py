@@ -14,11 +14,10 @@ it can find the pristine task without trusting any file there.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from ..device import BACKENDS, DeviceInfo
+from ..files import write_atomic
 from ..solution import KERNEL_DIR, MODEL_FILE
 from ..task import Task
 from .registry import WorkspaceError, WorkspaceExistsError, register_workspace
@@ -30,19 +29,6 @@ SKILL_FILE = "SKILL.md"
 INFRA_FILES = ("binding_registry.h", "binding.cpp")
 READ_ONLY = 0o444
 WRITABLE = 0o644
-
-
-def _write(path: Path, text: str, mode: int) -> None:
-    """Write ``text`` to ``path`` atomically (replacing a read-only file too) and set its mode."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def workspace_files(task: Task, backend: str, device: DeviceInfo | None = None) -> dict[str, tuple[str, int]]:
@@ -86,7 +72,7 @@ def create_workspace(task: Task, directory: Path, backend: str, device: DeviceIn
     files = workspace_files(task, backend, device)  # render everything before writing anything
     kernels.mkdir(parents=True, exist_ok=True)
     for rel, (text, mode) in files.items():
-        _write(directory / rel, text, mode)
+        write_atomic(directory / rel, text, mode)
     root = directory.resolve()
     register_workspace(root, task, backend, cache_dir)
     return root

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +18,7 @@ from pathlib import Path
 from .. import __version__
 from ..device import BACKENDS
 from ..errors import CudaAgentError, TaskFormatError
+from ..files import write_atomic
 from ..task import Task, task_from_source
 
 REGISTRY_DIR = "workspaces"
@@ -80,14 +79,7 @@ def register_workspace(root: Path, task: Task, backend: str, cache_dir: Path | N
         "cuda_agent_version": __version__,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".record-", suffix=".json", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(record, fh, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, json.dumps(record, indent=1))
     return path
 
 
