@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Everything that needs a GPU, in one call: the GPU tests, every example's CUDA solution through the
-# judge, the demo, and the judge benchmarks. Results go to $OUT (default ./gpu-results).
+# Everything that needs a GPU, in one call: the GPU tests (the honest and adversarial suites'
+# CUDA cases included), every example's CUDA solution through the judge, the demo, and the judge
+# benchmarks (latency, timing fidelity, guard overhead). Results go to $OUT (default ./gpu-results).
 #
 #   scripts/gpu_check.sh            # all
 #   scripts/gpu_check.sh tests examples
@@ -10,7 +11,7 @@ OUT=${OUT:-gpu-results}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export CUDA_AGENT_CACHE=${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}
-parts=${*:-tests examples demo fidelity bench}
+parts=${*:-tests examples demo fidelity bench guards}
 status=0
 
 {
@@ -47,6 +48,9 @@ PY
     bench)
       python3 benchmarks/judge_latency.py --device cuda --out "$OUT/judge_latency.json" 2>&1 \
         | tee "$OUT/judge_latency.txt" || status=1 ;;
+    guards)
+      python3 benchmarks/guard_overhead.py --device cuda --out "$OUT/guard_overhead.json" 2>&1 \
+        | tee "$OUT/guard_overhead.txt" || status=1 ;;
     *) echo "unknown part: $part" >&2; status=2 ;;
   esac
 done

@@ -13,8 +13,8 @@ from cuda_agent.judge.verdict import Verdict
 NAN, INF = float("nan"), float("inf")
 
 
-def check(candidate, reference, atol=1e-2, rtol=1e-2):
-    return compare_outputs(candidate, reference, 0, atol, rtol)
+def check(candidate, reference, atol=1e-2, rtol=1e-2, norm_rtol=None):
+    return compare_outputs(candidate, reference, 0, atol, rtol, norm_rtol=norm_rtol)
 
 
 def t(values, dtype=torch.float32):
@@ -40,17 +40,18 @@ def test_small_errors_within_tolerance_pass_and_are_measured():
 def test_tolerance_boundary_is_inclusive():
     # Dyadic numbers: |c - r| == atol + rtol * |r| == 1.0 holds exactly in float64.
     ref = t([2.0, -2.0])
-    assert check(t([3.0, -3.0]), ref, atol=0.5, rtol=0.25).passed
+    # The norm test is loosened so that only the per-element boundary is under test.
+    assert check(t([3.0, -3.0]), ref, atol=0.5, rtol=0.25, norm_rtol=1.0).passed
     just_above = torch.nextafter(t([3.0]), t([INF]))
-    result = check(just_above, t([2.0]), atol=0.5, rtol=0.25)
+    result = check(just_above, t([2.0]), atol=0.5, rtol=0.25, norm_rtol=1.0)
     assert not result.passed and result.mismatched == 1
 
 
 def test_tolerance_boundary_in_float64():
     ref = torch.tensor([8.0], dtype=torch.float64)
     edge = torch.tensor([8.0 + 0.25 + 0.5 * 8.0], dtype=torch.float64)
-    assert check(edge, ref, atol=0.25, rtol=0.5).passed
-    assert not check(torch.nextafter(edge, edge + 1), ref, atol=0.25, rtol=0.5).passed
+    assert check(edge, ref, atol=0.25, rtol=0.5, norm_rtol=1.0).passed
+    assert not check(torch.nextafter(edge, edge + 1), ref, atol=0.25, rtol=0.5, norm_rtol=1.0).passed
 
 
 def test_failure_names_count_worst_location_and_values():
@@ -203,3 +204,39 @@ def test_error_statistics_of_huge_float64_outputs_serialise():
     written = json.loads(verdict.to_json())["checks"][0]
     assert written["passed"] is False
     assert written["max_rel_error"] is None  # inf has no JSON form: written as null
+
+
+# -- tolerance that zeros cannot game ----------------------------------------------------------------
+def test_zeros_fail_where_every_output_is_below_atol():
+    # A softmax over a wide row: every value is ~1e-4, far below atol = 1e-2.
+    ref = torch.softmax(torch.randn(4, 8192), dim=-1)
+    assert float(ref.abs().max()) < 1e-2
+    result = check(torch.zeros_like(ref), ref)
+    assert not result.passed and result.mismatched == 0
+    assert result.norm_rel_error == pytest.approx(1.0)
+    assert "L2 norm" in result.message
+
+
+def test_a_constant_fails_a_small_output_too():
+    ref = torch.softmax(torch.randn(4, 8192), dim=-1)
+    assert not check(torch.full_like(ref, float(ref.mean())), ref).passed
+
+
+def test_honest_rounding_error_on_small_outputs_passes():
+    x = torch.randn(4, 8192, dtype=torch.float64)
+    ref = torch.softmax(x, dim=-1).float()
+    cand = torch.softmax(x.float(), dim=-1)  # a different order of operations, in float32
+    result = check(cand, ref)
+    assert result.passed and result.norm_rel_error < 1e-5
+
+
+def test_reduced_precision_dtypes_get_their_documented_floor():
+    from cuda_agent.judge.correctness import tolerance_for
+
+    assert tolerance_for(torch.float32, 1e-4, 1e-4) == (1e-4, 1e-4)
+    assert tolerance_for(torch.float16, 1e-4, 1e-4) == (1e-2, 1e-2)
+    assert tolerance_for(torch.bfloat16, 1e-2, 1e-2) == (2e-2, 2e-2)
+    ref = torch.full((64,), 3.0, dtype=torch.bfloat16)
+    cand = ref + 0.045  # 1.5% off: within bfloat16's 2e-2, outside float32's 1e-2
+    assert check(cand, ref).passed
+    assert not check(cand.float(), ref.float()).passed

@@ -21,6 +21,24 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
+def unscanned_judge(judge_config) -> Judge:
+    """A judge without the static scan: for fixtures that the scan would reject before they
+    run, to show that the runtime defences hold on their own."""
+    return Judge(judge_config(static_checks=False))
+
+
+@pytest.mark.parametrize("name, rule", [
+    ("cpu/noisy", "io_access"), ("cpu/exit_at_import", "io_access"),
+    ("cpu/attacks/fake_worker_clock", "monkeypatch"), ("cpu/attacks/work_in_prepare", "introspection"),
+    ("cpu/attacks/forged_reply", "io_access"),
+])
+def test_fixtures_that_touch_the_process_are_also_caught_statically(task, fixture_solution, name, rule):
+    from cuda_agent.judge.static_checks import scan_solution
+
+    assert rule in {v.rule for v in scan_solution(fixture_solution(name), task, "cpu")}
+
+
+@pytest.fixture(scope="module")
 def correct_verdict(cpu_judge, task, fixture_solution) -> Verdict:
     return cpu_judge.judge(task, fixture_solution("cpu/correct"))
 
@@ -75,9 +93,9 @@ def test_correct_verdict_round_trips_through_json(correct_verdict):
     assert restored.to_dict() == correct_verdict.to_dict()
 
 
-def test_noisy_output_does_not_disturb_the_verdict(cpu_judge, task, fixture_solution):
+def test_noisy_output_does_not_disturb_the_verdict(unscanned_judge, task, fixture_solution):
     # Prints from Python and C++, raw bytes on fds 1 and 2, text that looks like judge replies.
-    v = cpu_judge.judge(task, fixture_solution("cpu/noisy"))
+    v = unscanned_judge.judge(task, fixture_solution("cpu/noisy"))
     assert v.status == "ok", v.feedback
     assert v.correct is True and v.reward in (1, 2, 3)
     assert all(c.passed for c in v.checks)
@@ -181,8 +199,8 @@ def test_wrong_parameter_names_are_a_state_dict_mismatch(cpu_judge, task, fixtur
     assert "'shift'" in v.error and "'bias'" in v.error
 
 
-def test_exit_at_import_is_not_correct(cpu_judge, task, fixture_solution):
-    v = cpu_judge.verify(task, fixture_solution("cpu/exit_at_import"))
+def test_exit_at_import_is_not_correct(unscanned_judge, task, fixture_solution):
+    v = unscanned_judge.verify(task, fixture_solution("cpu/exit_at_import"))
     assert v.status == "runtime_error", v.feedback
     _assert_not_correct(v)
     assert "candidate" in v.error
@@ -305,7 +323,7 @@ def test_baseline_cache_reuses_eager_and_compile_timings(cpu_judge, task, fixtur
     assert second.seconds["profile"] < first.seconds["profile"]
 
 
-# -- known holes (each reproduces a judge bug; see the reason) ---------------------------------
+# -- attacks on the timing ------------------------------------------------------------------------
 def test_candidate_cannot_fake_its_own_clock(cpu_judge, task, fixture_solution):
     # Every call sleeps 20 ms; the candidate's patched clock says each took 1 microsecond.
     v = cpu_judge.judge(task, fixture_solution("cpu/attacks/fake_clock"))
@@ -313,24 +331,24 @@ def test_candidate_cannot_fake_its_own_clock(cpu_judge, task, fixture_solution):
 
 
 def test_candidate_that_replaces_the_workers_clock_is_caught_by_the_judges_clock(
-        cpu_judge, task, fixture_solution):
+        unscanned_judge, task, fixture_solution):
     # Past the in-process tripwire: the worker's own copy of the clock is replaced. The judge's
     # clock around each call sees 20 ms that the reported times do not account for.
-    v = cpu_judge.judge(task, fixture_solution("cpu/attacks/fake_worker_clock"))
+    v = unscanned_judge.judge(task, fixture_solution("cpu/attacks/fake_worker_clock"))
     assert v.status == "runtime_error", v.feedback
     assert "not credible" in v.error and v.reward == -1
     assert v.timings["candidate"] is None
 
 
-def test_work_moved_out_of_the_timed_call_is_caught(cpu_judge, task, fixture_solution):
+def test_work_moved_out_of_the_timed_call_is_caught(unscanned_judge, task, fixture_solution):
     # The slow part runs while inputs are prepared (untimed); the judge's clock on the prepare
     # step, compared with the reference's, sees it.
-    v = cpu_judge.judge(task, fixture_solution("cpu/attacks/work_in_prepare"))
+    v = unscanned_judge.judge(task, fixture_solution("cpu/attacks/work_in_prepare"))
     assert v.status == "runtime_error", v.feedback
     assert "outside the timed calls" in v.error and v.reward == -1
 
 
-def test_forged_reply_on_the_channel_fails_the_candidate(cpu_judge, task, fixture_solution):
-    v = cpu_judge.verify(task, fixture_solution("cpu/attacks/forged_reply"))
+def test_forged_reply_on_the_channel_fails_the_candidate(unscanned_judge, task, fixture_solution):
+    v = unscanned_judge.verify(task, fixture_solution("cpu/attacks/forged_reply"))
     assert v.status == "runtime_error"
     assert v.correct is False

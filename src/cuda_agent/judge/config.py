@@ -39,8 +39,9 @@ class JudgeConfig:
     backend: str | None = None        # 'cuda', 'cpu', or None for the best available
     device_index: int = 0
     num_checks: int = 5
-    atol: float = 1e-2
+    atol: float = 1e-2                # float32/float64; float16 and bfloat16 get looser floors
     rtol: float = 1e-2
+    norm_rtol: float | None = None    # bound on ||c - r|| / ||r||; None: the dtype's rtol
     recheck_calls: int = 3            # timed calls whose outputs are checked afterwards
     margin: float = 0.05              # reward Eq. 1: "faster" means more than 5% faster
     timing: TimingConfig = field(default_factory=TimingConfig)
@@ -53,5 +54,10 @@ class JudgeConfig:
     timing_timeout_s: float = 600.0   # one timing run (torch.compile warms up inside it)
     memory_limit_bytes: int | None = 32 * 1024**3   # resident memory of one worker process
     isolate_network: bool = True
+    confine_filesystem: bool = True   # candidate writes only to its private directory (Landlock)
+    drop_privileges: bool = True      # when the judge runs as root, candidates run as nobody
+    static_checks: bool = True        # scan the sources for forbidden constructs before building
+    runtime_checks: bool = True       # record ATen ops, GPU kernels, threads and flags in forward
+    floor_slack: float | None = 4.0   # times below (physical floor / slack) fail closed; None: off
     seed: int | None = None           # fixes the secret seeds; for tests and reproduction only
     keep_samples: bool = False        # put every timed call's duration in the verdict

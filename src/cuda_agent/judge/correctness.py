@@ -1,9 +1,19 @@
 """Compare a candidate's output with the reference's, in the judge's own process.
 
-Structure, type, shape and dtype must match exactly. Tensors pass when every element satisfies
-``|c - r| <= atol + rtol * |r|`` (computed in float64), where the reference is finite; where the
-reference is NaN or infinite the candidate must have the same non-finite value. A non-finite
-candidate value where the reference is finite always fails: NaN is never a wildcard.
+Structure, type, shape and dtype must match exactly. A floating tensor passes when
+
+* every element satisfies ``|c - r| <= atol + rtol * |r|`` where the reference is finite, and
+* the error as a whole is small relative to the output: ``||c - r||_2 <= rtol * ||r||_2``.
+
+The second test is what makes a tolerance mean something for small outputs: a softmax over a
+wide row has values far below any absolute tolerance, so zeros would pass the first test alone,
+never the second. Both are computed in float64. Where the reference is NaN or infinite the
+candidate must have the same non-finite value; a non-finite candidate value where the reference
+is finite always fails: NaN is never a wildcard. Integer and boolean outputs must match exactly.
+
+Tolerances depend on the output's dtype (``tolerance_for``): the configured values (the paper's
+1e-2) for float32 and float64, and no tighter than 1e-2 for float16 and 2e-2 for bfloat16, whose
+8-bit mantissa cannot hold 1e-2 through a different order of summation.
 """
 
 from __future__ import annotations
@@ -15,6 +25,14 @@ from typing import Any
 import torch
 
 EXACT_DTYPES = (torch.bool, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+# The loosest tolerance each reduced-precision dtype gets, whatever is configured.
+DTYPE_FLOORS = {torch.float16: 1e-2, torch.bfloat16: 2e-2, torch.complex32: 1e-2}
+
+
+def tolerance_for(dtype: torch.dtype, atol: float, rtol: float) -> tuple[float, float]:
+    """(atol, rtol) for outputs of ``dtype``, given the configured float32 values."""
+    floor = DTYPE_FLOORS.get(dtype, 0.0)
+    return max(atol, floor), max(rtol, floor)
 
 
 @dataclass
@@ -23,6 +41,7 @@ class CheckResult:
     passed: bool
     max_abs_error: float | None = None
     max_rel_error: float | None = None
+    norm_rel_error: float | None = None   # ||c - r|| / ||r|| over all floating outputs
     mismatched: int = 0           # elements outside tolerance
     elements: int = 0
     worst: str | None = None      # where the largest error is, e.g. "output[0][3, 17]"
@@ -37,6 +56,7 @@ class CheckResult:
 class _Tally:
     max_abs: float = 0.0
     max_rel: float = 0.0
+    norm_rel: float = 0.0
     mismatched: int = 0
     elements: int = 0
     worst: str | None = None
@@ -59,7 +79,7 @@ def _index_str(flat_index: int, shape: tuple[int, ...]) -> str:
 
 
 def _compare_tensor(cand: torch.Tensor, ref: torch.Tensor, where: str, atol: float, rtol: float,
-                    tally: _Tally) -> None:
+                    tally: _Tally, norm_rtol: float | None) -> None:
     if type(cand) is not torch.Tensor:
         tally.fail(f"{where} is a {type(cand).__name__}, expected a torch.Tensor")
         return
@@ -83,6 +103,7 @@ def _compare_tensor(cand: torch.Tensor, ref: torch.Tensor, where: str, atol: flo
             tally.fail(f"{where}: {count} of {n} values differ (exact match required for {ref.dtype})")
         return
 
+    atol, rtol = tolerance_for(ref.dtype, atol, rtol)
     c = cand.reshape(-1).to(torch.complex128 if cand.is_complex() else torch.float64)
     r = ref.reshape(-1).to(c.dtype)
     ref_finite = torch.isfinite(r)
@@ -100,6 +121,17 @@ def _compare_tensor(cand: torch.Tensor, ref: torch.Tensor, where: str, atol: flo
             tally.max_abs = max(tally.max_abs, float(finite_diff.max()))
             rel = finite_diff / r[ref_finite & cand_finite].abs().clamp_min(1e-12)
             tally.max_rel = max(tally.max_rel, float(rel.max()))
+    both = ref_finite & cand_finite
+    ref_norm = float(torch.linalg.vector_norm(r[both])) if both.any() else 0.0
+    err_norm = float(torch.linalg.vector_norm(diff[both])) if both.any() else 0.0
+    if ref_norm > 0:
+        norm_rel = err_norm / ref_norm
+        tally.norm_rel = max(tally.norm_rel, norm_rel)
+        limit = rtol if norm_rtol is None else norm_rtol
+        if norm_rel > limit and not count:
+            tally.fail(f"{where}: the error is {norm_rel:.3g} of the output's magnitude (L2 norm), above "
+                       f"{limit:g}; every value is within atol={atol:g} only because the outputs "
+                       "are small, so this is not a match")
     if count:
         tally.mismatched += count
         excess = torch.where(bad, diff - allowed + cand_bad_nonfinite.double() * 1e300, torch.full_like(diff, -1e308))
@@ -117,9 +149,10 @@ def _compare_tensor(cand: torch.Tensor, ref: torch.Tensor, where: str, atol: flo
                              + tally.problem)
 
 
-def _compare(cand: Any, ref: Any, where: str, atol: float, rtol: float, tally: _Tally) -> None:
+def _compare(cand: Any, ref: Any, where: str, atol: float, rtol: float, tally: _Tally,
+             norm_rtol: float | None = None) -> None:
     if isinstance(ref, torch.Tensor):
-        _compare_tensor(cand, ref, where, atol, rtol, tally)
+        _compare_tensor(cand, ref, where, atol, rtol, tally, norm_rtol)
     elif isinstance(ref, (list, tuple)):
         if type(cand) is not type(ref):
             tally.fail(f"{where} is a {type(cand).__name__}, expected a {type(ref).__name__}")
@@ -127,13 +160,13 @@ def _compare(cand: Any, ref: Any, where: str, atol: float, rtol: float, tally: _
             tally.fail(f"{where} has {len(cand)} items, expected {len(ref)}")
         else:
             for i, (c, r) in enumerate(zip(cand, ref)):
-                _compare(c, r, f"{where}[{i}]", atol, rtol, tally)
+                _compare(c, r, f"{where}[{i}]", atol, rtol, tally, norm_rtol)
     elif isinstance(ref, dict):
         if not isinstance(cand, dict) or set(cand) != set(ref):
             tally.fail(f"{where} must be a dict with keys {sorted(ref)}")
         else:
             for key in ref:
-                _compare(cand[key], ref[key], f"{where}[{key!r}]", atol, rtol, tally)
+                _compare(cand[key], ref[key], f"{where}[{key!r}]", atol, rtol, tally, norm_rtol)
     elif isinstance(ref, float) and not isinstance(ref, bool):
         if not isinstance(cand, (int, float)) or isinstance(cand, bool):
             tally.fail(f"{where} is {type(cand).__name__}, expected a float")
@@ -144,10 +177,11 @@ def _compare(cand: Any, ref: Any, where: str, atol: float, rtol: float, tally: _
 
 
 def compare_outputs(candidate: Any, reference: Any, index: int, atol: float, rtol: float,
-                    phase: str = "verify") -> CheckResult:
+                    phase: str = "verify", norm_rtol: float | None = None) -> CheckResult:
+    """Compare one output structure; ``norm_rtol`` bounds the L2 error (default: the dtype's rtol)."""
     tally = _Tally()
-    _compare(candidate, reference, "output", atol, rtol, tally)
+    _compare(candidate, reference, "output", atol, rtol, tally, norm_rtol)
     passed = not tally.problem
     return CheckResult(index=index, passed=passed, max_abs_error=tally.max_abs, max_rel_error=tally.max_rel,
-                       mismatched=tally.mismatched, elements=tally.elements, worst=tally.worst,
+                       norm_rel_error=tally.norm_rel, mismatched=tally.mismatched, elements=tally.elements, worst=tally.worst,
                        message=tally.problem or "ok", phase=phase)

@@ -2,15 +2,21 @@
 
 One judging run:
 
-1. **compile**: check the solution's format and build its extension (workspace layout) in a
-   judge-owned directory.
+1. **compile**: check the solution's format, scan its sources for forbidden constructs
+   (``static_checks``), and build its extension (workspace layout) in a judge-owned directory.
 2. **verify**: a reference process and a candidate process start fresh. For each check the
-   reference draws new weights from a secret seed and returns its state dict, which the judge
-   loads into ``ModelNew``; both processes build the same inputs from another secret seed and
+   reference draws new weights from a secret seed (moved off their default init after the first
+   check) and returns its state dict, which the judge loads into ``ModelNew``; both processes
+   build the same inputs from another secret seed (rescaled or shifted on later checks) and
    return their outputs; the judge compares them. The candidate never sees expected outputs.
+   The candidate's process records the ATen ops, GPU kernels, threads and numerics flags of
+   each forward (``recording``), which the judge turns into violations (``evidence``); and the
+   reference outputs show whether a null solution would pass the task (``audit``).
 3. **profile**: the candidate is timed on fresh inputs per call; the outputs of a few timed
-   calls, picked after timing, are checked against the reference too. Eager and torch.compile
-   baselines are timed the same way in fresh processes, or read from the baseline cache.
+   calls, picked after timing, are checked against the reference too, and its time must be
+   credible next to the trusted reference's overheads and above the physical floor (``floor``).
+   Eager and torch.compile baselines are timed the same way in fresh processes, or read from the
+   baseline cache.
 
 Any failure of the candidate's process (crash, hang, memory, protocol) ends the run with the
 reason; failures of the reference are reported as the task's fault. Nothing raises out of
@@ -19,10 +25,12 @@ reason; failures of the reference are reported as the task's fault. Nothing rais
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -35,20 +43,29 @@ from filelock import FileLock
 
 from ..device import resolve_backend
 from ..errors import SolutionFormatError
+from ..files import write_atomic
 from ..solution import MODEL_FILE, Solution, validate_solution
 from ..task import Task
+from . import evidence
+from .audit import TaskAudit
 from .baselines import BaselineCache, BaselineKey
 from .build import ExtensionBuilder
 from .config import JudgeConfig
 from .correctness import compare_outputs
+from .floor import Peaks, floor_ms
 from .reward import continuous_reward, milestone_reward
-from .sandbox import SandboxPolicy
+from .landlock import build_ruleset
+from .sandbox import SandboxPolicy, unprivileged_ids, world_reachable
 from .timing import Session, TimingStats, consistency_problem, integrity_problem
 from .toolchain import Toolchain, detect_toolchain, find_cuda_home
-from .verdict import Verdict, render_feedback
-from .workers import WorkerError, WorkerProcess, WorkerSpec
+from .verdict import Verdict, Violation, render_feedback
+from .workers import PACKAGE_PARENT, WorkerError, WorkerProcess, WorkerSpec
 
 STAGES = ("compile", "verify", "profile")
+# How each check varies the inputs (see worker.transform_inputs); weights are perturbed from the
+# second check on, and the GPU-kernel record is taken on the second check, once warmed up.
+CHECK_TRANSFORMS = ("none", "none", "scale_up", "shift", "scale_down")
+KERNEL_RECORD_CHECK = 1
 CALIBRATION_CALLS = 10
 STEP_SPIN_S = 0.05
 Progress = Callable[[str], None]
@@ -105,6 +122,8 @@ class Judge:
         verdict = Verdict(status="ok", task=task.name, task_sha256=task.sha256,
                           solution_sha256=solution.sha256, backend=self.backend,
                           settings={"num_checks": cfg.num_checks, "atol": cfg.atol, "rtol": cfg.rtol,
+                                    "norm_rtol": cfg.norm_rtol, "static_checks": cfg.static_checks,
+                                    "runtime_checks": cfg.runtime_checks,
                                     "margin": cfg.margin, "recheck_calls": cfg.recheck_calls,
                                     "timing": cfg.timing.__dict__, "layout": solution.layout})
         if solution.ignored:
@@ -138,6 +157,17 @@ class Judge:
             validate_solution(solution, task, self.backend)
         except SolutionFormatError as exc:
             _fail(verdict, "compile_error", str(exc))
+        if self.config.static_checks:
+            from .static_checks import scan_solution
+
+            t0 = time.perf_counter()
+            violations = scan_solution(solution, task, self.backend)
+            verdict.seconds["static_checks"] = time.perf_counter() - t0
+            if violations:
+                verdict.violations.extend(violations)
+                rules = sorted({v.rule for v in violations})
+                _fail(verdict, "forbidden", f"{len(violations)} violation(s) of the judge's rules: "
+                      + ", ".join(rules))
         if solution.layout != "workspace":
             return None  # a single-file solution builds itself with load_inline when imported
         self.progress("building the extension")
@@ -175,6 +205,12 @@ class Judge:
         locks.mkdir(exist_ok=True)
         return FileLock(str(locks / f"{self.backend}-{self.config.device_index}.lock"))
 
+    def peaks_path(self, device: dict) -> Path:
+        import torch
+
+        name = "".join(c if c.isalnum() else "-" for c in str(device.get("name", "unknown")))
+        return self.cache_dir / "peaks" / f"{self.backend}-{name}-{torch.__version__}.json"
+
     def baseline_key(self, task: Task, device: dict) -> BaselineKey:
         import torch
 
@@ -208,6 +244,14 @@ def _smt_siblings(core: int) -> set[int]:
         lo, _, hi = part.partition("-")
         siblings.update(range(int(lo), int(hi or lo) + 1))
     return siblings
+
+
+def _shared_runs_dir() -> Path:
+    """Run directories that an unprivileged candidate can reach (it sees only its own)."""
+    path = Path(tempfile.gettempdir()) / f"cuda-agent-runs-{os.geteuid()}"
+    path.mkdir(mode=0o711, exist_ok=True)
+    os.chmod(path, 0o711)
+    return path
 
 
 def _median(verdict: Verdict, which: str) -> float | None:
@@ -254,15 +298,23 @@ class _Run:
         self.cfg = judge.config
         self.rng = judge._rng
         self.stack = ExitStack()
-        runs = judge.cache_dir / "runs"
+        self.run_as, self.privileges = self._unprivileged_user()
+        # An unprivileged candidate must reach its run directory, which the judge's cache (often
+        # under a private home) may not allow: such runs live in the system's temporary directory.
+        runs = judge.cache_dir / "runs" if self.run_as is None else _shared_runs_dir()
         runs.mkdir(exist_ok=True)
-        self.dir = Path(tempfile.mkdtemp(prefix="run-", dir=runs))
-        os.chmod(self.dir, 0o700)
-        (self.dir / "task").mkdir()
+        self.dir = Path(tempfile.mkdtemp(prefix="cuda-agent-run-", dir=runs))
+        os.chmod(self.dir, 0o700 if self.run_as is None else 0o711)
+        (self.dir / "task").mkdir(mode=0o755)
         self.task_path = self.dir / "task" / "reference_task.py"
         self.task_path.write_text(task.source)
         self.solution_dir = self.dir / "solution"
         solution.write_to(self.solution_dir)
+        if module is not None:  # a private copy: the candidate never needs the judge's cache
+            (self.dir / "extension").mkdir(mode=0o755)
+            self.module = self.dir / "extension" / module.name
+            shutil.copyfile(module, self.module)
+            os.chmod(self.module, 0o755)
         self.device_info: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.weight_seed: int | None = None
@@ -275,6 +327,53 @@ class _Run:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- workers ------------------------------------------------------------------------------
+    def _unprivileged_user(self) -> tuple[tuple[int, int] | None, str]:
+        """(uid, gid) that candidates run as, and what was decided about privileges, in words."""
+        if os.geteuid() != 0:
+            return None, f"not elevated (uid {os.geteuid()})"
+        if not self.cfg.drop_privileges:
+            return None, "root: dropping privileges is switched off"
+        ids = unprivileged_ids()
+        if ids is None:
+            return None, "root: no unprivileged user to switch to"
+        import torch
+
+        needed = [Path(PACKAGE_PARENT), Path(sys.prefix), Path(torch.__file__).parent]
+        unreachable = [str(p) for p in needed if not world_reachable(p)]
+        if unreachable:
+            return None, ("uid 0 without capabilities (an unprivileged user cannot read "
+                          + ", ".join(unreachable) + ")")
+        return ids, f"dropped to uid {ids[0]}"
+
+    def _candidate_home(self) -> Path:
+        return self.dir / "candidate-home"
+
+    def _landlock(self) -> tuple[int, str]:
+        """A Landlock ruleset for the candidate (fd, description), or (-1, why there is none)."""
+        if not self.cfg.confine_filesystem:
+            return -1, "not confined: switched off"
+        home = self._candidate_home()
+        home.mkdir(exist_ok=True)
+        writable = [home, Path("/dev")]  # GPU device nodes are opened for writing
+        if self.solution.layout == "single_file" and self.run_as is None:
+            writable.append(self._inline_dir())
+        hidden = [self.judge.cache_dir] + ([_shared_runs_dir()] if self.run_as else [])
+        try:
+            ruleset = build_ruleset(writable, readable=[self.dir, Path(PACKAGE_PARENT)], hidden=hidden)
+        except OSError as exc:
+            return -1, f"not confined: {exc}"
+        self.stack.callback(ruleset.close)
+        return ruleset.fd, ruleset.description
+
+    def _inline_dir(self) -> Path:
+        """Where a single-file solution's load_inline builds: cached by content, unless the
+        candidate runs as another user, who builds privately."""
+        if self.run_as is not None:
+            return self._candidate_home() / "torch_extensions"
+        path = self.judge.cache_dir / "inline" / self.solution.sha256[:32]
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
     def _env(self, role: str) -> dict[str, str]:
         env: dict[str, str] = {}
         if self.judge.backend == "cuda":
@@ -288,9 +387,7 @@ class _Run:
             env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
         if role == "candidate" and self.solution.layout == "single_file":
             # load_inline builds here; keyed by the solution so identical sources are reused.
-            ext_dir = self.judge.cache_dir / "inline" / self.solution.sha256[:32]
-            ext_dir.mkdir(parents=True, exist_ok=True)
-            env["TORCH_EXTENSIONS_DIR"] = str(ext_dir)
+            env["TORCH_EXTENSIONS_DIR"] = str(self._inline_dir())
             env["MAX_JOBS"] = str(os.cpu_count() or 2)
         if role != "candidate":
             # Trusted reference processes share torch.compile's caches across runs.
@@ -300,7 +397,12 @@ class _Run:
 
     def _spawn(self, role: str, mode: str) -> WorkerProcess:
         """Start and set up a worker; raises WorkerError. Safe to call from several threads."""
+        filesystem = "not confined: a trusted reference process"
         policy = SandboxPolicy(isolate_network=self.cfg.isolate_network)
+        if role == "candidate":
+            fd, filesystem = self._landlock()
+            policy = SandboxPolicy(isolate_network=self.cfg.isolate_network, landlock_fd=fd, run_as=self.run_as,
+                                   drop_capabilities=self.privileges.startswith("uid 0 without"))
         name = f"{role}-{mode}" if role == "reference" else role
         spec = WorkerSpec(role=name, run_dir=self.dir, policy=policy, env=self._env(role),
                           memory_limit_bytes=self.cfg.memory_limit_bytes)
@@ -314,13 +416,23 @@ class _Run:
             setup["solution_path"] = str(self.solution_dir / MODEL_FILE)
             setup["module_path"] = str(self.module) if self.module else None
         reply = worker.request("setup", self.cfg.load_timeout_s, **setup)
-        _check_reply(reply, {"device": dict, "network_isolated": bool, "uid": int}, "setup")
+        _check_reply(reply, {"device": dict, "network_isolated": bool, "filesystem_confined": bool, "uid": int},
+                     "setup")
         with self._lock:
             if role == "reference":  # device facts key the baseline cache: never the candidate's word
                 self.device_info = reply["device"]
                 self.verdict.device = reply["device"]
-            self.verdict.isolation[name] = {"separate_process": True, "network_isolated": reply["network_isolated"],
-                                            "uid": reply["uid"], "environment": "scrubbed"}
+            record = {"separate_process": True, "network_isolated": reply["network_isolated"],
+                      "uid": reply["uid"], "environment": "scrubbed",
+                      "filesystem_confined": reply["filesystem_confined"],
+                      "capabilities": reply.get("capabilities")}
+            if role == "candidate":
+                record.update({"filesystem": filesystem, "privileges": self.privileges,
+                               "limits": {"open_files": policy.max_open_files, "file_bytes": policy.max_file_bytes,
+                                          "memory_bytes": self.cfg.memory_limit_bytes,
+                                          "processes": policy.max_processes if self.run_as else None,
+                                          "call_timeout_s": self.cfg.call_timeout_s}})
+            self.verdict.isolation[name] = record
         return worker
 
     def start_workers(self, *roles: tuple[str, str]) -> list[WorkerProcess]:
@@ -379,23 +491,64 @@ class _Run:
         v.seconds["start"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
+        audit = TaskAudit(cfg.atol, cfg.rtol, cfg.norm_rtol)
         for i in range(cfg.num_checks):
             self.judge.progress(f"check {i + 1}/{cfg.num_checks}")
-            self._load_weights(self._seed())
+            self._load_weights(self._seed(), perturb=i > 0)
             seed = self._seed()
-            expected = self._call(self.ref, "run", cfg.call_timeout_s, {"input_seed": seed},
-                                  expect={"output": object})["output"]
-            got = self._call(self.cand, "run", cfg.call_timeout_s, {"input_seed": seed},
-                             expect={"output": object})["output"]
-            v.checks.append(compare_outputs(got, expected, i, cfg.atol, cfg.rtol))
+            transform = CHECK_TRANSFORMS[i % len(CHECK_TRANSFORMS)]
+            ref = self._call(self.ref, "run", cfg.call_timeout_s,
+                             {"input_seed": seed, "transform": transform, "audit": True,
+                              "tolerance": [cfg.atol, cfg.rtol]},
+                             expect={"output": object, "transform": str, "identity_passes": bool})
+            record = {"ops": cfg.runtime_checks,
+                      "kernels": cfg.runtime_checks and self.judge.backend == "cuda" and i == KERNEL_RECORD_CHECK}
+            got = self._call(self.cand, "run", cfg.call_timeout_s,
+                             {"input_seed": seed, "transform": ref["transform"], "record": record},
+                             expect={"output": object, "evidence": dict})
+            if cfg.runtime_checks:
+                self._assess(got["evidence"], record, warm=i > 0)
+            v.checks.append(compare_outputs(got["output"], ref["output"], i, cfg.atol, cfg.rtol,
+                                            norm_rtol=cfg.norm_rtol))
+            audit.add(ref["output"], ref["identity_passes"])
         v.seconds["verify"] = time.perf_counter() - t0
+        if findings := audit.findings():
+            v.task_audit = {"null_solutions_that_pass": findings}
+            v.notes.append(audit.explain(findings))
         failed = [c for c in v.checks if not c.passed]
         if failed:
             _fail(v, "incorrect", failed[0].message)
         v.correct = True
 
-    def _load_weights(self, weight_seed: int) -> None:
-        state = self._call(self.ref, "init_model", self.cfg.call_timeout_s, {"weight_seed": weight_seed},
+    def _assess(self, records: dict, asked: dict, warm: bool) -> None:
+        """Turn the candidate's records of one forward into violations; forbidden if any.
+
+        Thread counts are compared only on warm calls without the profiler: a first call may
+        start a library's thread pool, and the profiler starts threads of its own.
+        """
+        where = MODEL_FILE
+        try:
+            found = []
+            if warm and not asked.get("kernels"):
+                found += evidence.assess_threads(int(records["threads_before"]), int(records["threads_after"]), where)
+            found += evidence.assess_flags(dict(records["flags_before"]), dict(records["flags_after"]), where)
+            if asked.get("kernels") and "kernels" in records:
+                kernels = [{"name": str(k["name"]), "device_ms": float(k["device_ms"]), "op": str(k["op"])}
+                           for k in records["kernels"]]
+                found += evidence.assess_kernels(kernels, self.solution, where)
+            elif asked.get("ops"):
+                found += evidence.assess_ops({str(k): int(n) for k, n in dict(records["ops"]).items()}, where)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            self._worker_failed("candidate", WorkerError("runtime_error", "malformed evidence in the reply to "
+                                                         "`run` (something wrote on the judge's channel)"))
+            return
+        if found:
+            self.verdict.violations.extend(found)
+            _fail(self.verdict, "forbidden", "; ".join(f"[{x.rule}] {x.message}" for x in found[:3]))
+
+    def _load_weights(self, weight_seed: int, perturb: bool = False) -> None:
+        state = self._call(self.ref, "init_model", self.cfg.call_timeout_s,
+                           {"weight_seed": weight_seed, "perturb": perturb},
                            expect={"state_dict": dict})["state_dict"]
         self._call(self.cand, "load_weights", self.cfg.call_timeout_s,
                    {"weight_seed": weight_seed, "state_dict": state})
@@ -429,9 +582,10 @@ class _Run:
                     break  # no room left to keep this call's output for checking
                 t1 = time.perf_counter()
                 reply = self._call(worker, None, limit, {"step": "go", "keep": keep and timed},
-                                   expect={"host_ms": float, "device_ms": (float, type(None))})
+                                   expect={"host_ms": float, "device_ms": (float, type(None)), "threads": int})
                 t2 = time.perf_counter()
                 if timed:
+                    session.threads_grown += reply["threads"] > 0
                     seeds.append(seed)
                     session.host_ms.append(reply["host_ms"])
                     if reply["device_ms"] is not None:
@@ -449,6 +603,8 @@ class _Run:
         if final["calls"] != (len(seeds) if keep else 0):
             problem = f"the worker kept {final['calls']} outputs of {len(seeds)} timed calls"
         if problem:
+            if worker.spec.role == "candidate":
+                self.verdict.violations.append(Violation("timing_integrity", MODEL_FILE, None, problem))
             self._worker_failed(worker.spec.role, WorkerError("runtime_error",
                                                               f"timing of {label} is not credible: {problem}"))
         return session, seeds
@@ -460,6 +616,10 @@ class _Run:
         self._load_weights(self._seed())
         session, seeds = self._session(self.cand, "candidate", keep=True)
         v.timings["candidate"] = TimingStats.from_session(session, cfg.keep_samples)
+        if cfg.runtime_checks and session.threads_grown:
+            v.timings["candidate"] = None
+            v.violations += evidence.assess_threads(0, session.threads_grown, MODEL_FILE)
+            _fail(v, "forbidden", f"{session.threads_grown} timed call(s) returned with a thread still running")
         self._recheck(seeds)
 
         # The same steps in the trusted reference process show what honest overheads look like.
@@ -474,7 +634,10 @@ class _Run:
         }
         if problem := integrity_problem(session, calibration):
             v.timings["candidate"] = None
+            v.violations.append(Violation("timing_integrity", MODEL_FILE, None, problem))
             _fail(v, "runtime_error", f"the candidate's timing is not credible: {problem}")
+        if cfg.floor_slack:
+            self._check_floor(seeds[0])
 
         key = self.judge.baseline_key(self.task, self.device_info)
         for mode in ("eager", "compile"):
@@ -493,6 +656,36 @@ class _Run:
         v.speedup_vs_eager = v.timings["eager"].median_ms / cand
         v.speedup_vs_compile = v.timings["compile"].median_ms / cand
 
+    def _peaks(self) -> Peaks:
+        """The device's bandwidth and matmul rate, measured once by a reference process."""
+        path = self.judge.peaks_path(self.device_info)
+        try:
+            return Peaks(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            pass
+        reply = self._call(self.ref, "peaks", self.cfg.timing_timeout_s, {},
+                           expect={"bytes_per_s": float, "flops_per_s": float})
+        peaks = Peaks(reply["bytes_per_s"], reply["flops_per_s"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(peaks.to_dict()))
+        return peaks
+
+    def _check_floor(self, seed: int) -> None:
+        """Fail closed on a time no correct forward can take on this device."""
+        v = self.verdict
+        workload = self._call(self.ref, "workload", self.cfg.call_timeout_s, {"input_seed": seed},
+                              expect={"flops": float, "output_bytes": float})
+        floor = floor_ms(workload, self._peaks(), self.cfg.floor_slack)
+        v.timing_integrity.update({"floor_ms": floor, "flops": workload["flops"],
+                                   "output_bytes": workload["output_bytes"]})
+        median = v.timings["candidate"].median_ms
+        if median < floor:
+            v.timings["candidate"] = None
+            message = (f"{median:.4g} ms is below the physical floor of {floor:.4g} ms for this task "
+                       f"({workload['output_bytes']:.3g} output bytes, {workload['flops']:.3g} FLOPs)")
+            v.violations.append(Violation("impossible_time", MODEL_FILE, None, message))
+            _fail(v, "runtime_error", f"the candidate's time is impossible: {message}")
+
     def _recheck(self, seeds: list[int]) -> None:
         """Check outputs of timed calls chosen after timing, so every call must be real."""
         cfg = self.cfg
@@ -505,7 +698,8 @@ class _Run:
         for pick, output in zip(picks, got):
             expected = self._call(self.ref, "run", cfg.call_timeout_s, {"input_seed": seeds[pick]},
                                   expect={"output": object})["output"]
-            check = compare_outputs(output, expected, pick, cfg.atol, cfg.rtol, phase="timing")
+            check = compare_outputs(output, expected, pick, cfg.atol, cfg.rtol, phase="timing",
+                                    norm_rtol=cfg.norm_rtol)
             self.verdict.checks.append(check)
             if not check.passed:
                 self.verdict.timings["candidate"] = None

@@ -1,9 +1,12 @@
 """Limits and isolation applied to every worker process before it runs any Python.
 
-Applied in the child between fork and exec: a new session (so the whole process group can be
-killed), resource limits, no core dumps, and a new network namespace where the OS allows it.
-The environment is rebuilt from scratch rather than inherited. What was actually applied is
-recorded, because isolation that silently failed is worse than none.
+Applied in the child between fork and exec, in this order: a new session (so the whole process
+group can be killed), resource limits, no core dumps, a new network namespace where the OS
+allows it, a Landlock ruleset (candidates: writes only to their private directory, the judge's
+cache hidden, no TCP, no signals out), and, when the judge runs as root, the switch to an
+unprivileged user. The environment is rebuilt from scratch rather than inherited. What was
+actually applied is measured inside the worker and recorded, because isolation that silently
+failed is worse than none.
 """
 
 from __future__ import annotations
@@ -12,12 +15,33 @@ import ctypes
 import ctypes.util
 import os
 import resource
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .landlock import restrict_self
+
 CLONE_NEWNET = 0x40000000
+PR_CAPBSET_DROP = 24
+_CAPABILITY_VERSION_3 = 0x20080522
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities() -> int:
+    """Give up every capability, now and across exec (preexec-safe). Returns 0 or an errno."""
+    for cap in range(64):
+        _LIBC.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # past the last capability: EINVAL, ignored
+    header, data = _CapHeader(_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
+    return 0 if _LIBC.capset(ctypes.byref(header), data) == 0 else (ctypes.get_errno() or 1)
 
 # Variables a worker may inherit. Everything else (API keys, seeds, paths to the judge's own
 # files) is dropped. NCCL/NVSHMEM settings are kept because the host may require them.
@@ -25,11 +49,41 @@ _PASSTHROUGH = ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "NVIDIA_
 _PASSTHROUGH_PREFIXES = ("NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM_")
 
 
+UNPRIVILEGED_USER = "nobody"
+
+
 @dataclass(frozen=True)
 class SandboxPolicy:
     isolate_network: bool = True
     max_open_files: int = 4096
     max_file_bytes: int = 16 * 1024**3
+    landlock_fd: int = -1            # an open Landlock ruleset to apply, or -1
+    run_as: tuple[int, int] | None = None   # (uid, gid) to switch to; needs root
+    drop_capabilities: bool = False  # stay uid 0 (when no other user will do) but without privileges
+    max_processes: int = 4096        # threads count too; applied only with run_as (per-user limit)
+
+
+def unprivileged_ids() -> tuple[int, int] | None:
+    """The (uid, gid) candidates run as when the judge is root; None if there is no such user."""
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(UNPRIVILEGED_USER)
+    except KeyError:
+        return None
+    return entry.pw_uid, entry.pw_gid
+
+
+def world_reachable(path: Path) -> bool:
+    """Whether any user can reach ``path`` (o+x on every directory above, o+r on it)."""
+    path = path.resolve()
+    try:
+        mode = path.stat().st_mode
+        if (mode & 0o005) != 0o005 if stat.S_ISDIR(mode) else not mode & 0o004:
+            return False
+        return all(parent.stat().st_mode & 0o001 for parent in path.parents)
+    except OSError:
+        return False
 
 
 def worker_environment(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -60,8 +114,43 @@ def make_preexec(policy: SandboxPolicy):
         if policy.isolate_network:
             # Fails without CAP_SYS_ADMIN; the worker then reports that it still sees the network.
             _LIBC.unshare(CLONE_NEWNET)
+        if policy.landlock_fd >= 0:
+            # A failure shows in the worker's own write probe, which is what gets recorded.
+            restrict_self(policy.landlock_fd)
+        if policy.run_as is not None:
+            uid, gid = policy.run_as
+            resource.setrlimit(resource.RLIMIT_NPROC, (policy.max_processes, policy.max_processes))
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)  # raises if it fails: never run a candidate as root by accident
+        elif policy.drop_capabilities and drop_capabilities() != 0:
+            raise PermissionError("could not drop capabilities")
 
     return preexec
+
+
+def effective_capabilities() -> int:
+    """This process's effective capability mask (run inside the worker); 0 is none."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return int(line.split()[1], 16)
+    except (OSError, ValueError):
+        pass
+    return -1
+
+
+def filesystem_confined() -> bool:
+    """True when this process cannot write beside its HOME or in /tmp (run inside the worker)."""
+    for directory in (Path(os.environ.get("HOME", "/")).parent, Path("/tmp")):
+        probe = directory / f".write-probe-{os.getpid()}"
+        try:
+            probe.write_text("")
+        except OSError:
+            continue
+        probe.unlink(missing_ok=True)
+        return False
+    return True
 
 
 def network_isolated() -> bool:

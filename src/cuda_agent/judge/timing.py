@@ -30,6 +30,7 @@ class Session:
     device_ms: list[float] = field(default_factory=list)   # CUDA events around the call
     prepare_ms: list[float] = field(default_factory=list)  # judge's clock: the prepare step
     go_ms: list[float] = field(default_factory=list)       # judge's clock: the go step
+    threads_grown: int = 0    # timed calls that returned with more threads than they started with
 
     @property
     def channel_ms(self) -> list[float]:

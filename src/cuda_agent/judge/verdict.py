@@ -53,6 +53,7 @@ class Verdict:
     build: dict[str, Any] = field(default_factory=dict)
     isolation: dict[str, Any] = field(default_factory=dict)
     timing_integrity: dict[str, Any] = field(default_factory=dict)
+    task_audit: dict[str, Any] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)

@@ -64,6 +64,55 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+# Ways the judge varies a check's inputs, so that a solution fitted to one input distribution
+# (all positive, unit scale) or an identity that only holds there cannot pass. Floating tensors
+# only; applied identically in every process.
+INPUT_TRANSFORMS = ("none", "scale_up", "shift", "scale_down")
+
+
+def transform_inputs(inputs: list[Any], transform: str) -> list[Any]:
+    import torch
+
+    if transform not in INPUT_TRANSFORMS:
+        raise WorkerFailure(ERROR_SETUP, f"unknown input transform {transform!r}")
+    if transform == "none":
+        return inputs
+    out = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel():
+            if transform == "scale_up":
+                x = x * 4
+            elif transform == "scale_down":
+                x = x * 0.25
+            else:  # shift: centre non-negative inputs, move centred ones off zero
+                x = x - x.abs().mean()
+        out.append(x)
+    return out
+
+
+def perturb_parameters(model: Any, seed: int) -> None:
+    """Move every floating parameter away from its default init (LayerNorm's 1 and 0, say).
+
+    Each value is scaled by a factor in [0.5, 1.5] and shifted by noise of a tenth of the
+    parameter's mean magnitude, so a solution that hard-codes or skips default parameters fails.
+    """
+    import torch
+
+    generator = torch.Generator().manual_seed(seed % 2**63)
+    with torch.no_grad():
+        for param in model.parameters():
+            if not param.is_floating_point() or not param.numel():
+                continue
+            scale = float(param.abs().mean()) or 1.0
+            factor = 1 + (torch.rand(param.shape, generator=generator) - 0.5)
+            noise = torch.randn(param.shape, generator=generator) * 0.1 * scale
+            param.mul_(factor.to(param.device, param.dtype)).add_(noise.to(param.device, param.dtype))
+
+
+def _all_finite(value: Any) -> bool:
+    return all(bool(t.isfinite().all()) for t in _tensors(value) if t.is_floating_point() or t.is_complex())
+
+
 def _short_traceback(exc: BaseException, hide: tuple[str, ...]) -> str:
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
     for prefix in hide:
@@ -155,7 +204,10 @@ class Worker:
         self.mode = "eager"
         self.kept: list[Any] = []
         self.hide: tuple[str, ...] = ()
+        self.flags_before: dict[str, Any] = {}
+        self.source_files: dict[str, str] = {}
         self._flush_buffer = None
+        self._persisting_l2: Callable[[], None] | None = None
         self.fd_in = self.fd_out = -1
 
     # -- helpers --------------------------------------------------------------------------
@@ -165,7 +217,10 @@ class Worker:
         if self.device == "cuda":
             torch.cuda.synchronize()  # device-wide: waits for every stream
 
-    def make_inputs(self, seed: int) -> list[Any]:
+    def make_inputs(self, seed: int, transform: str = "none") -> list[Any]:
+        return transform_inputs(self._task_inputs(seed), transform)
+
+    def _task_inputs(self, seed: int) -> list[Any]:
         import torch
 
         seed_everything(seed)
@@ -184,6 +239,10 @@ class Worker:
         return list(self.task.get_init_inputs())
 
     def flush_cache(self) -> None:
+        # Persisting L2 lines survive a flush (a model could pin its data there): give the
+        # carve-out back and evict them first.
+        if self._persisting_l2 is not None:
+            self._persisting_l2()
         # Read, not write: a writing flush leaves the cache full of dirty lines that the timed
         # call would then have to write back while it streams its own data.
         if self._flush_buffer is not None:
@@ -194,7 +253,7 @@ class Worker:
         import torch
 
         from ..device import probe_device
-        from .sandbox import network_isolated
+        from .sandbox import effective_capabilities, filesystem_confined, network_isolated
 
         self.role = msg["role"]
         self.device = msg["device"]
@@ -210,7 +269,12 @@ class Worker:
             # Twice the last-level cache, read before every timed call.
             n = 2 * int(msg.get("cache_bytes") or info.cache_bytes) // 4
             self._flush_buffer = torch.ones(n, dtype=torch.int32, device=self.device)
+            if self.device == "cuda":
+                self._persisting_l2 = _persisting_l2_reset()
 
+        from .recording import numerics_flags
+
+        self.flags_before = numerics_flags()  # before any candidate code runs
         task = _load_module("cuda_agent_task", Path(msg["task_path"]))
         if self.role == "reference":
             self.model_class = task.Model
@@ -234,6 +298,7 @@ class Worker:
                 raise WorkerFailure(ERROR_RUNTIME, "model_new.py defines no ModelNew")
         self.task = task
         return {"device": info.to_dict(), "network_isolated": network_isolated(),
+                "filesystem_confined": filesystem_confined(), "capabilities": effective_capabilities(),
                 "pid": os.getpid(), "uid": os.getuid()}
 
     def init_model(self, msg: dict) -> dict:
@@ -242,7 +307,10 @@ class Worker:
 
         init = self.init_inputs(msg["weight_seed"])
         seed_everything(msg["weight_seed"])
-        model = self.model_class(*init).to(self.device).eval()
+        model = self.model_class(*init)
+        if msg.get("perturb"):
+            perturb_parameters(model, msg["weight_seed"])
+        model = model.to(self.device).eval()
         state = {k: v for k, v in model.state_dict().items()}
         self.model = torch.compile(model) if self.mode == "compile" else model
         return {"state_dict": state if msg.get("return_state", True) else {}}
@@ -261,13 +329,62 @@ class Worker:
         return {}
 
     def run(self, msg: dict) -> dict:
+        """One forward on seeded inputs.
+
+        The reference falls back to untransformed inputs when a transform takes the task
+        outside its domain (non-finite outputs), and says which transform it applied. The
+        candidate can be asked to record evidence: ``ops`` (ATen dispatch), ``kernels`` (GPU
+        profile), and always reports threads around the call and its numerics flags.
+        """
         import torch
 
-        inputs = self.make_inputs(msg["input_seed"])
-        with torch.no_grad():
-            output = self.model(*inputs)
+        from . import recording
+
+        transform = msg.get("transform", "none")
+        inputs = self.make_inputs(msg["input_seed"], transform)
+        record = msg.get("record") or {}
+        evidence: dict[str, Any] = {}
+
+        def forward():
+            with torch.no_grad():
+                return self.model(*inputs)
+
+        threads_before = recording.thread_count()
+        if record.get("kernels") and self.device == "cuda":
+            output, evidence["kernels"] = recording.record_kernels(forward)
+        elif record.get("ops"):
+            output, evidence["ops"] = recording.record_ops(forward)
+        else:
+            output = forward()
         self.synchronize()
-        return {"output": output}
+        if self.role == "reference" and transform != "none" and not _all_finite(output):
+            transform = "none"
+            inputs = self.make_inputs(msg["input_seed"])
+            output = forward()
+            self.synchronize()
+        reply: dict[str, Any] = {"output": output, "transform": transform}
+        if self.role == "candidate":
+            evidence["threads_before"] = threads_before
+            evidence["threads_after"] = recording.thread_count()
+            evidence["flags_before"] = self.flags_before
+            evidence["flags_after"] = recording.numerics_flags()
+            reply["evidence"] = evidence
+        if msg.get("audit"):
+            reply["identity_passes"] = self._identity_passes(inputs, output, msg.get("tolerance", (1e-2, 1e-2)))
+        return reply
+
+    @staticmethod
+    def _identity_passes(inputs: list[Any], output: Any, tolerance: tuple[float, float]) -> bool:
+        """Whether returning one of the inputs unchanged would pass as this output."""
+        import torch
+
+        from .correctness import compare_outputs
+
+        if not isinstance(output, torch.Tensor):
+            return False
+        atol, rtol = tolerance
+        return any(compare_outputs(x, output, 0, atol, rtol).passed for x in inputs
+                   if isinstance(x, torch.Tensor) and x.shape == output.shape and x.dtype == output.dtype)
 
     def time(self, msg: dict) -> dict:
         """A timing session, driven one step at a time by the judge.
@@ -279,7 +396,7 @@ class Worker:
         """
         import torch
 
-        from . import protocol
+        from . import protocol, recording
 
         cuda = self.device == "cuda"
         start = torch.cuda.Event(enable_timing=True) if cuda else None
@@ -287,7 +404,7 @@ class Worker:
         budget = int(torch.cuda.mem_get_info()[0] * KEEP_DEVICE_FRACTION) if cuda else KEEP_HOST_BYTES
         kept = KeptOutputs(self.device, budget, int(msg.get("max_calls", 100)))
         self.kept = kept.items
-        inputs = pending = None
+        inputs = None
         # One core for the timing thread: no migrations between calls, for every model alike.
         previous_affinity = os.sched_getaffinity(0)
         if msg.get("cores"):
@@ -300,10 +417,6 @@ class Worker:
                 while True:
                     step = protocol.receive(self.fd_in, max_bytes=1 << 20, spin_s=SPIN_S)
                     kind = step.get("step")
-                    if pending is not None:  # the previous call's output, copied outside its timing
-                        if not kept.add(pending):
-                            raise WorkerFailure(ERROR_RUNTIME, "a timed output changed size between calls")
-                        pending = None
                     if kind == "prepare":
                         inputs = self.make_inputs(step["seed"])
                         self.flush_cache()
@@ -311,6 +424,7 @@ class Worker:
                         # Whether this call's output could still be kept: if not, the judge stops.
                         protocol.send(self.fd_out, {"ok": True, "full": kept.full})
                     elif kind == "go":
+                        threads_before = recording.thread_count()
                         t0 = _clock_ns()
                         if cuda:
                             start.record()
@@ -320,11 +434,13 @@ class Worker:
                         self.synchronize()
                         t1 = _clock_ns()
                         inputs = None
+                        # Copied as forward left it: a thread still filling it cannot finish first.
+                        if step.get("keep") and not kept.add(output):
+                            raise WorkerFailure(ERROR_RUNTIME, "a timed output changed size between calls")
                         reply = {"ok": True, "host_ms": (t1 - t0) / 1e6,
-                                 "device_ms": start.elapsed_time(end) if cuda else None}
+                                 "device_ms": start.elapsed_time(end) if cuda else None,
+                                 "threads": recording.thread_count() - threads_before}
                         protocol.send(self.fd_out, reply)
-                        if step.get("keep"):
-                            pending = output
                         del output
                     elif kind == "stop":
                         break
@@ -337,6 +453,49 @@ class Worker:
 
     def outputs(self, msg: dict) -> dict:
         return {"outputs": [self.kept[i] for i in msg["indices"]]}
+
+    def workload(self, msg: dict) -> dict:
+        """Reference: FLOPs and output bytes of one forward, for the physical floor."""
+        import torch
+
+        from .floor import count_workload
+
+        inputs = self.make_inputs(msg["input_seed"])
+        with torch.no_grad():
+            output = self.model(*inputs)
+        return count_workload(self.model, inputs, output)
+
+    def peaks(self, msg: dict) -> dict:
+        """Reference: this device's memory bandwidth and matmul rate."""
+        from .floor import measure_peaks
+
+        return measure_peaks(self.device).to_dict()
+
+
+def _persisting_l2_reset() -> Callable[[], None] | None:
+    """A function that sets the persisting-L2 limit to 0 and evicts persisting lines, through
+    the CUDA runtime this process already loaded; None where that runtime cannot be found."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "libcudart" in line}
+    except OSError:
+        return None
+    for path in sorted(paths):
+        try:
+            cudart = ctypes.CDLL(path)
+            set_limit, reset = cudart.cudaDeviceSetLimit, cudart.cudaCtxResetPersistingL2Cache
+        except (OSError, AttributeError):
+            continue
+        limit_persisting_l2 = 0x06  # cudaLimitPersistingL2CacheSize
+
+        def clear() -> None:
+            set_limit(ctypes.c_int(limit_persisting_l2), ctypes.c_size_t(0))
+            reset()
+
+        return clear
+    return None
 
 
 def _is_build_failure(exc: BaseException) -> bool:
@@ -358,6 +517,7 @@ def serve(fd_in: int, fd_out: int) -> None:
     handlers: dict[str, Callable[[dict], dict]] = {
         "setup": worker.setup, "init_model": worker.init_model, "load_weights": worker.load_weights,
         "run": worker.run, "time": worker.time, "outputs": worker.outputs,
+        "workload": worker.workload, "peaks": worker.peaks,
     }
     while True:
         try:

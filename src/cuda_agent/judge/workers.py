@@ -76,6 +76,8 @@ class WorkerProcess:
         self.spec = spec
         self.home = spec.run_dir / f"{spec.role}-home"
         self.home.mkdir(parents=True, exist_ok=True)
+        if spec.policy.run_as is not None:
+            os.chown(self.home, *spec.policy.run_as)  # its only writable place
         self.log_path = spec.run_dir / f"{spec.role}.log"
         self._oom = threading.Event()
         self.proc: subprocess.Popen | None = None

@@ -1,0 +1,98 @@
+"""What the judge's guards cost: whole-judge time with every guard on versus off.
+
+Guards: the static scan of the sources, the runtime records in the candidate's process (ATen
+dispatch on every check, one GPU-kernel profile, threads, flags), the sandbox's Landlock ruleset
+and privilege drop, and the physical-floor check. For each example the solution is judged with
+guards on and off, alternately, ``--repeats`` times each after one warm-up of each (which builds
+the extension and caches the baselines); the table shows median whole-judge seconds and the
+overhead of the guards as a share of the guarded judge's time. Target: at most 10%.
+
+    python benchmarks/guard_overhead.py [--device cuda|cpu] [--repeats 3] [--out results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from cuda_agent.device import resolve_backend  # noqa: E402
+from cuda_agent.judge.config import JudgeConfig  # noqa: E402
+from cuda_agent.judge.pipeline import Judge  # noqa: E402
+from cuda_agent.solution import load_solution  # noqa: E402
+from cuda_agent.task import load_task  # noqa: E402
+
+TARGET = 0.10
+
+
+def guards_off(config: JudgeConfig) -> JudgeConfig:
+    return replace(config, static_checks=False, runtime_checks=False, confine_filesystem=False,
+                   drop_privileges=False, floor_slack=None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--examples", default="fused_elementwise,rmsnorm,gemm_epilogue")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=None, help="JSON output path")
+    args = parser.parse_args()
+
+    backend = resolve_backend(args.device)
+    cache = Path(tempfile.mkdtemp(prefix="guard-overhead-"))
+    console = Console()
+    results: dict = {"backend": backend, "repeats": args.repeats, "target": TARGET, "examples": {}}
+    table = Table(title=f"Guard overhead ({backend})")
+    for column in ("example", "guards on (s)", "guards off (s)", "overhead", "stage seconds with guards"):
+        table.add_column(column)
+    try:
+        on = Judge(JudgeConfig(backend=backend, cache_dir=cache))
+        off = Judge(guards_off(on.config))
+        for name in args.examples.split(","):
+            example = ROOT / "examples" / name
+            task, solution = load_task(example / "model.py"), load_solution(example / backend)
+            times: dict[str, list[float]] = {"on": [], "off": []}
+            stages: dict[str, list[float]] = {}
+            for round_ in range(args.repeats + 1):
+                for label, judge in (("on", on), ("off", off)):
+                    verdict = judge.judge(task, solution)
+                    if not verdict.correct:
+                        raise SystemExit(f"{name} ({label}): {verdict.feedback}")
+                    if round_ == 0:
+                        continue  # warm-up: builds and caches the baselines
+                    times[label].append(verdict.seconds["total"])
+                    if label == "on":
+                        for stage, seconds in verdict.seconds.items():
+                            stages.setdefault(stage, []).append(seconds)
+            t_on, t_off = statistics.median(times["on"]), statistics.median(times["off"])
+            overhead = (t_on - t_off) / t_on
+            stage_medians = {k: statistics.median(v) for k, v in stages.items()}
+            results["examples"][name] = {"on_s": times["on"], "off_s": times["off"], "median_on_s": t_on,
+                                         "median_off_s": t_off, "overhead": overhead, "stages_on_s": stage_medians}
+            table.add_row(name, f"{t_on:.2f}", f"{t_off:.2f}", f"{overhead:+.1%}",
+                          ", ".join(f"{k} {v:.2f}" for k, v in stage_medians.items() if k != "total"))
+        console.print(table)
+        worst = max(r["overhead"] for r in results["examples"].values())
+        results["worst_overhead"] = worst
+        console.print(f"worst overhead {worst:+.1%} (target at most {TARGET:.0%}): "
+                      + ("met" if worst <= TARGET else "MISSED"))
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(results, indent=2))
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""Would a null solution pass this task? Checked on the reference's own outputs, every run.
+
+A task whose outputs are so small, so constant or so close to an input that zeros, a constant,
+the input itself, or one fixed output would pass the comparison cannot tell a kernel that works
+from one that does nothing. Such a task is reported as degenerate at the current tolerance (the
+verdict's ``task_audit``), so that its "correct" is read for what it is worth. The audit uses the
+same comparison as the checks, so it shows what the judge actually accepts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from .correctness import compare_outputs
+
+NULL_SOLUTIONS = ("zeros", "constant", "identity", "fixed_output")
+
+
+def _map_tensors(fn: Callable[[torch.Tensor], torch.Tensor], value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, tuple):
+        return tuple(_map_tensors(fn, v) for v in value)
+    if isinstance(value, list):
+        return [_map_tensors(fn, v) for v in value]
+    if isinstance(value, dict):
+        return {k: _map_tensors(fn, v) for k, v in value.items()}
+    if isinstance(value, float):
+        return 0.0
+    return value
+
+
+def _constant_like(t: torch.Tensor) -> torch.Tensor:
+    if not t.numel():
+        return t.clone()
+    if t.is_floating_point() or t.is_complex():
+        return torch.full_like(t, t.to(torch.complex128 if t.is_complex() else torch.float64).mean().item())
+    return torch.full_like(t, t.reshape(-1)[0].item())
+
+
+class TaskAudit:
+    """Accumulates, check by check, which null solutions would have passed every check."""
+
+    def __init__(self, atol: float, rtol: float, norm_rtol: float | None = None):
+        self.atol, self.rtol, self.norm_rtol = atol, rtol, norm_rtol
+        self.passing = dict.fromkeys(NULL_SOLUTIONS, True)
+        self.first: Any = None
+        self.checks = 0
+
+    def _passes(self, candidate: Any, expected: Any) -> bool:
+        return compare_outputs(candidate, expected, 0, self.atol, self.rtol, norm_rtol=self.norm_rtol).passed
+
+    def add(self, expected: Any, identity_passes: bool) -> None:
+        """One check's reference output; ``identity_passes`` comes from the reference process,
+        which alone holds the inputs."""
+        self.checks += 1
+        self.passing["zeros"] &= self._passes(_map_tensors(torch.zeros_like, expected), expected)
+        self.passing["constant"] &= self._passes(_map_tensors(_constant_like, expected), expected)
+        self.passing["identity"] &= identity_passes
+        if self.first is None:
+            self.first = expected
+        else:
+            self.passing["fixed_output"] &= self._passes(self.first, expected)
+
+    def findings(self) -> list[str]:
+        """The null solutions that passed every check (none before two checks: too little data)."""
+        if self.checks < 2:
+            return []
+        return [name for name, ok in self.passing.items() if ok]
+
+    @staticmethod
+    def explain(findings: list[str]) -> str:
+        return ("the task is degenerate at this tolerance: " + ", ".join(findings)
+                + " would pass every check too, so passing them says little about a solution")

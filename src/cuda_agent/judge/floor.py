@@ -1,0 +1,83 @@
+"""The physical floor: no correct forward can take less time than moving its output to memory
+or doing its arithmetic at the device's peak rate.
+
+A time below the floor means the clock was fooled, whatever the other checks said, so it fails
+closed (``impossible_time``). The floor is deliberately generous (``SLACK``): outputs may stay in
+cache, peaks are measured with one plain kernel, and lower precision raises the arithmetic peak.
+Peaks are measured once per device by a trusted reference process and cached by the judge; the
+task's workload (floating-point operations counted by torch's FLOP counter, output bytes) is
+measured by the reference process too, never by the candidate.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+SLACK = 4.0
+
+
+@dataclass(frozen=True)
+class Peaks:
+    bytes_per_s: float     # device memory bandwidth (read + write of a large copy)
+    flops_per_s: float     # dense matrix-multiply rate at the lowest precision measured
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def _best_seconds(fn: Callable[[], Any], sync: Callable[[], None], reps: int) -> float:
+    fn()
+    sync()
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def measure_peaks(device: str) -> Peaks:
+    """Measure bandwidth and matmul rate here (run in a reference worker)."""
+    import torch
+
+    cuda = device == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    nbytes = (512 if cuda else 128) * 1024**2
+    src = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    seconds = _best_seconds(lambda: dst.copy_(src), sync, 10)
+    bandwidth = 2 * nbytes / seconds
+    n = 8192 if cuda else 1024
+    dtype = torch.bfloat16 if cuda else torch.float32
+    a = torch.ones(n, n, dtype=dtype, device=device)
+    seconds = _best_seconds(lambda: a @ a, sync, 5)
+    flops = 2 * n**3 / seconds
+    if not cuda:  # the worker measures one thread; a candidate's C++ may use every core
+        cores = len(os.sched_getaffinity(0)) or 1
+        bandwidth, flops = bandwidth * min(cores, 4), flops * cores
+    return Peaks(bandwidth, flops)
+
+
+def count_workload(model: Any, inputs: list[Any], output: Any) -> dict[str, float]:
+    """FLOPs of one forward (counted at dispatch) and bytes of its output."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        model(*inputs)
+    tensors = [output] if isinstance(output, torch.Tensor) else [
+        t for t in (output if isinstance(output, (list, tuple)) else []) if isinstance(t, torch.Tensor)]
+    return {"flops": float(counter.get_total_flops()),
+            "output_bytes": float(sum(t.numel() * t.element_size() for t in tensors))}
+
+
+def floor_ms(workload: dict[str, float], peaks: Peaks, slack: float = SLACK) -> float:
+    """The least time, in milliseconds, that a correct forward can take on this device."""
+    memory_s = workload["output_bytes"] / peaks.bytes_per_s
+    compute_s = workload["flops"] / peaks.flops_per_s
+    return max(memory_s, compute_s) / slack * 1e3

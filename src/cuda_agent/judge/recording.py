@@ -1,0 +1,108 @@
+"""Evidence recorded inside a candidate's process while its ``forward`` runs.
+
+Runs in the worker, next to untrusted code, so every record here is a tripwire rather than a
+proof: it names what a solution did (an ATen compute op, a kernel that is not its own, a thread
+left running, a flipped numerics flag) so that the judge can reject it and say why. The process
+boundary, secret inputs and the judge's own clock are what hold against a solution that also
+defeats these records; ``evidence.py`` in the judge decides what the records mean.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter
+from typing import Any, Callable
+
+FORWARD_SCOPE = "cuda_agent::candidate_forward"
+
+
+def numerics_flags() -> dict[str, Any]:
+    """Global torch settings that change the numerics or speed of library calls."""
+    import torch
+
+    flags: dict[str, Any] = {
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "default_dtype": str(torch.get_default_dtype()),
+        "cudnn.enabled": torch.backends.cudnn.enabled,
+        "cudnn.benchmark": torch.backends.cudnn.benchmark,
+        "cudnn.deterministic": torch.backends.cudnn.deterministic,
+        "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
+        "cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+    }
+    matmul = torch.backends.cuda.matmul
+    for name in ("allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction"):
+        flags[f"cuda.matmul.{name}"] = getattr(matmul, name, None)
+    return flags
+
+
+def thread_count() -> int:
+    """Threads of this process as the OS sees them (Python's, C++'s and the driver's)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
+
+
+def _op_recorder():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class OpRecorder(TorchDispatchMode):
+        """Counts every ATen op dispatched while active, from Python or from C++."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.ops: Counter[str] = Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops[func._schema.name] += 1
+            return func(*args, **(kwargs or {}))
+
+    return OpRecorder()
+
+
+def record_ops(call: Callable[[], Any]) -> tuple[Any, dict[str, int]]:
+    """Run ``call`` and return its result with the ATen ops it dispatched."""
+    recorder = _op_recorder()
+    with recorder:
+        result = call()
+    return result, dict(recorder.ops)
+
+
+def record_kernels(call: Callable[[], Any]) -> tuple[Any, list[dict[str, Any]]]:
+    """Run ``call`` under the CUDA profiler; return its result and the kernels it launched.
+
+    Each kernel comes with its device time and the ATen op it was launched from, or "" for a
+    launch made directly by the solution's code (its own kernels, or a library it called).
+    """
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with record_function(FORWARD_SCOPE):
+            result = call()
+        torch.cuda.synchronize()
+    events = prof.events()
+    # Kernels that the profiler attached to an ATen op were launched by that op.
+    from_ops: Counter[tuple[str, float]] = Counter()
+    op_of: dict[tuple[str, float], str] = {}
+    for event in events:
+        if event.device_type == DeviceType.CPU and event.name.startswith("aten::"):
+            for kernel in event.kernels:
+                key = (kernel.name, round(float(kernel.duration), 3))
+                from_ops[key] += 1
+                op_of[key] = event.name
+    kernels = []
+    for event in events:
+        if event.device_type != DeviceType.CUDA or event.name == FORWARD_SCOPE:
+            continue
+        duration = float(event.time_range.end - event.time_range.start)
+        key = (event.name, round(duration, 3))
+        op = ""
+        if from_ops[key] > 0:
+            from_ops[key] -= 1
+            op = op_of[key]
+        kernels.append({"name": event.name, "device_ms": duration / 1e3, "op": op})
+    return result, kernels

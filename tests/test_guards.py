@@ -1,0 +1,237 @@
+"""The judge's guards, one by one: runtime records and what they mean, the task audit, the
+physical floor, input variation, and the sandbox's Landlock ruleset and privilege drop."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import torch
+
+from cuda_agent.judge import evidence, recording
+from cuda_agent.judge.audit import TaskAudit
+from cuda_agent.judge.floor import Peaks, count_workload, floor_ms
+from cuda_agent.judge.landlock import abi_version, build_ruleset
+from cuda_agent.judge.sandbox import SandboxPolicy, make_preexec
+from cuda_agent.judge.worker import perturb_parameters, transform_inputs
+from cuda_agent.solution import Solution
+
+
+def _solution(**files: str) -> Solution:
+    return Solution(files={k.replace("__", "/"): v for k, v in files.items()}, layout="workspace", origin="test")
+
+
+# -- ATen dispatch record -----------------------------------------------------------------------------
+def test_record_ops_sees_compute_and_allocation():
+    x = torch.randn(8, 8)
+    _, ops = recording.record_ops(lambda: (torch.empty_like(x), x.view(64), torch.relu(x @ x)))
+    assert {"aten::empty_like", "aten::view", "aten::mm", "aten::relu"} <= set(ops)
+    assert evidence.forbidden_ops(ops) == ["aten::mm", "aten::relu"]
+
+
+def test_allocation_views_and_copies_are_allowed():
+    x = torch.randn(4, 6)
+
+    def legal():
+        out = torch.empty(4, 6)
+        out.copy_(x.t().contiguous().view(6, 4).t())
+        return out.reshape(24).unsqueeze(0).float().zero_()
+
+    _, ops = recording.record_ops(legal)
+    assert ops and evidence.assess_ops(ops, "model_new.py") == []
+
+
+def test_dispatched_compute_names_the_ops():
+    (violation,) = evidence.assess_ops({"aten::mm": 2, "aten::empty": 1}, "model_new.py")
+    assert violation.rule == "dispatched_compute" and "aten::mm x2" in violation.message
+
+
+# -- GPU kernel attribution -----------------------------------------------------------------------------
+CUDA_SOURCE = """
+template <int N> __global__ void __launch_bounds__(256) tiled_kernel(float* y) {}
+__global__ void tail_kernel(const float* __restrict__ x) {}  // __global__ void not_a_kernel(
+"""
+
+
+def test_own_kernel_names_come_from_global_functions():
+    solution = _solution(kernels__k_cu=CUDA_SOURCE.replace("k_cu", ""), model_new_py="")
+    assert evidence.own_kernel_names(solution) == {"tiled_kernel", "tail_kernel"}
+
+
+def test_kernels_are_attributed_to_the_solution_by_name():
+    solution = _solution(**{"kernels__k.cu": CUDA_SOURCE})
+    kernels = [{"name": "void tiled_kernel<4>(float*)", "device_ms": 1.0, "op": ""},
+               {"name": "void at::native::vectorized_elementwise_kernel<4>(int)", "device_ms": 0.05,
+                "op": "aten::copy_"}]
+    assert evidence.assess_kernels(kernels, solution, "model_new.py") == []
+
+
+def test_native_kernels_launched_directly_are_unattributed():
+    solution = _solution(**{"kernels__k.cu": CUDA_SOURCE})
+    kernels = [{"name": "void tiled_kernel<4>(float*)", "device_ms": 0.1, "op": ""},
+               {"name": "void at::native::vectorized_elementwise_kernel<4>(int)", "device_ms": 0.9, "op": ""}]
+    rules = [v.rule for v in evidence.assess_kernels(kernels, solution, "model_new.py")]
+    assert rules == ["unattributed_kernels"]
+
+
+def test_decoy_kernels_that_never_run_are_flagged():
+    solution = _solution(**{"kernels__k.cu": CUDA_SOURCE, "kernels__gemm.cpp": "cublasSgemm(h);"})
+    kernels = [{"name": "sm90_xmma_gemm_f32f32", "device_ms": 1.0, "op": ""}]
+    rules = [v.rule for v in evidence.assess_kernels(kernels, solution, "model_new.py")]
+    assert rules == ["own_kernels_idle"]  # the cuBLAS time itself is the library's
+
+
+def test_library_kernels_count_only_for_a_solution_that_calls_the_library():
+    kernels = [{"name": "void tiled_kernel<4>(float*)", "device_ms": 0.2, "op": ""},
+               {"name": "sm90_xmma_gemm_f32f32", "device_ms": 0.8, "op": ""}]
+    with_library = _solution(**{"kernels__k.cu": CUDA_SOURCE, "kernels__gemm.cpp": "cublasGemmEx(h);"})
+    without = _solution(**{"kernels__k.cu": CUDA_SOURCE})
+    assert evidence.assess_kernels(kernels, with_library, "m") == []
+    assert [v.rule for v in evidence.assess_kernels(kernels, without, "m")] == ["unattributed_kernels"]
+
+
+# -- threads and flags ----------------------------------------------------------------------------------
+def test_a_thread_left_running_is_seen():
+    before = recording.thread_count()
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait)
+    worker.start()
+    try:
+        (violation,) = evidence.assess_threads(before, recording.thread_count(), "model_new.py")
+        assert violation.rule == "thread_left_running"
+    finally:
+        stop.set()
+        worker.join()
+    time.sleep(0.05)  # a joined Python thread's OS thread may take a moment to exit
+    assert evidence.assess_threads(before, recording.thread_count(), "model_new.py") == []
+
+
+def test_flipped_numerics_flags_are_seen():
+    before = recording.numerics_flags()
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("medium")
+    try:
+        (violation,) = evidence.assess_flags(before, recording.numerics_flags(), "model_new.py")
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    assert violation.rule == "flags_changed" and "float32_matmul_precision" in violation.message
+
+
+# -- the task audit -------------------------------------------------------------------------------------
+def test_audit_flags_a_task_whose_outputs_are_constant():
+    audit = TaskAudit(1e-2, 1e-2)
+    for _ in range(3):
+        audit.add(torch.full((16,), 2.0), identity_passes=False)
+    assert set(audit.findings()) == {"constant", "fixed_output"}
+
+
+def test_audit_passes_a_task_with_informative_outputs():
+    audit = TaskAudit(1e-2, 1e-2)
+    for _ in range(3):
+        audit.add(torch.randn(64, 64), identity_passes=False)
+    assert audit.findings() == []
+
+
+def test_audit_sees_zeros_passing_only_when_the_norm_test_is_loosened():
+    tiny = [torch.softmax(torch.randn(2, 4096), -1) for _ in range(3)]
+    strict, loose = TaskAudit(1e-2, 1e-2), TaskAudit(1e-2, 1e-2, norm_rtol=10.0)
+    for out in tiny:
+        strict.add(out, False)
+        loose.add(out, False)
+    assert "zeros" not in strict.findings()
+    assert "zeros" in loose.findings()
+
+
+# -- the physical floor ---------------------------------------------------------------------------------
+def test_floor_is_the_larger_of_memory_and_arithmetic_time():
+    peaks = Peaks(bytes_per_s=1e12, flops_per_s=1e15)
+    assert floor_ms({"output_bytes": 4e9, "flops": 0.0}, peaks, slack=1.0) == pytest.approx(4.0)
+    assert floor_ms({"output_bytes": 0.0, "flops": 2e15}, peaks, slack=4.0) == pytest.approx(500.0)
+
+
+def test_workload_counts_matmul_flops_and_output_bytes():
+    model = torch.nn.Linear(64, 32, bias=False)
+    x = torch.randn(16, 64)
+    work = count_workload(model, [x], model(x))
+    assert work["flops"] == 2 * 16 * 64 * 32
+    assert work["output_bytes"] == 16 * 32 * 4
+
+
+# -- input variation ------------------------------------------------------------------------------------
+def test_input_transforms_touch_only_floating_tensors():
+    x, idx = torch.rand(1000), torch.arange(5)
+    up, same = transform_inputs([x, idx], "scale_up")
+    assert torch.equal(up, x * 4) and torch.equal(same, idx)
+    (shifted,) = transform_inputs([x], "shift")
+    assert float(shifted.min()) < 0 < float(shifted.max())  # a ReLU can no longer be the identity
+    assert transform_inputs([x], "none")[0] is x
+
+
+def test_perturbed_parameters_leave_their_default_init():
+    norm = torch.nn.LayerNorm(256)
+    perturb_parameters(norm, seed=7)
+    assert not torch.allclose(norm.weight, torch.ones(256), atol=0.05)
+    assert not torch.allclose(norm.bias, torch.zeros(256), atol=0.01)
+    again = torch.nn.LayerNorm(256)
+    perturb_parameters(again, seed=7)
+    assert torch.equal(norm.weight, again.weight)  # same seed, same weights in every process
+
+
+# -- sandbox --------------------------------------------------------------------------------------------
+PROBE = """
+import os, sys
+home, hidden = sys.argv[1], sys.argv[2]
+def attempt(fn):
+    try:
+        fn()
+        return "allowed"
+    except OSError:
+        return "denied"
+print(attempt(lambda: open(os.path.join(home, "ok"), "w").close()),
+      attempt(lambda: open("/tmp/cuda-agent-sandbox-probe-%d" % os.getpid(), "w").close()),
+      attempt(lambda: open(os.path.join(hidden, "secret")).read()),
+      attempt(lambda: open("/etc/hostname").read() if os.path.exists("/etc/hostname") else None),
+      attempt(lambda: os.kill(os.getppid(), 0)))
+"""
+
+
+@pytest.mark.skipif(abi_version() < 1, reason="Landlock is not available in this kernel")
+def test_landlock_confines_writes_and_hides_paths(tmp_path):
+    home, hidden = tmp_path / "home", tmp_path / "hidden"
+    home.mkdir()
+    hidden.mkdir()
+    (hidden / "secret").write_text("baselines")
+    ruleset = build_ruleset([home], readable=[], hidden=[hidden])
+    try:
+        policy = SandboxPolicy(isolate_network=False, landlock_fd=ruleset.fd)
+        result = subprocess.run([sys.executable, "-I", "-c", PROBE, str(home), str(hidden)],
+                                preexec_fn=make_preexec(policy), capture_output=True, text=True, timeout=60)
+    finally:
+        ruleset.close()
+    words = result.stdout.split()
+    assert words[:4] == ["allowed", "denied", "denied", "allowed"], result.stderr
+    if abi_version() >= 6:
+        assert words[4] == "denied"  # no signals to the judge
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop privileges")
+def test_root_candidates_lose_every_capability():
+    policy = SandboxPolicy(isolate_network=False, drop_capabilities=True)
+    result = subprocess.run(["sh", "-c", "grep CapEff /proc/self/status"], preexec_fn=make_preexec(policy),
+                            capture_output=True, text=True, timeout=30)
+    assert int(result.stdout.split()[1], 16) == 0
+
+
+def test_recording_thread_count_is_the_os_view():
+    before = recording.thread_count()
+    done = threading.Event()
+    thread = threading.Thread(target=done.wait)
+    thread.start()
+    time.sleep(0.01)
+    assert recording.thread_count() == before + 1
+    done.set()
+    thread.join()
