@@ -235,3 +235,18 @@ def test_recording_thread_count_is_the_os_view():
     assert recording.thread_count() == before + 1
     done.set()
     thread.join()
+
+
+def test_kernels_in_an_anonymous_namespace_are_the_solutions_own():
+    solution = _solution(**{"kernels__k.cu": "namespace {\n__global__ void fused_vec4(float* y) {}\n}"})
+    kernels = [{"name": "void (anonymous namespace)::fused_vec4(float*)", "device_ms": 1.0, "op": ""}]
+    assert evidence.assess_kernels(kernels, solution, "model_new.py") == []
+
+
+def test_a_cast_to_lower_precision_is_compute_a_plain_copy_is_not():
+    x = torch.randn(16)
+    _, ops = recording.record_ops(lambda: (x.to(torch.bfloat16), x.double(), x.clone()))
+    assert evidence.forbidden_ops(ops) == ["aten::_to_copy[to lower precision]"]
+    target = torch.empty(16, dtype=torch.float16)
+    _, ops = recording.record_ops(lambda: target.copy_(x))
+    assert evidence.forbidden_ops(ops) == ["aten::copy_[to lower precision]"]

@@ -63,7 +63,7 @@ def uses_library(solution: Solution) -> bool:
 
 def _kernel_identifiers(name: str) -> set[str]:
     """Identifiers in a demangled kernel name before its argument list (template args too)."""
-    return set(_IDENT.findall(name.split("(", 1)[0]))
+    return set(_IDENT.findall(name.replace("(anonymous namespace)", " ").split("(", 1)[0]))
 
 
 def forbidden_ops(ops: dict[str, int]) -> list[str]:

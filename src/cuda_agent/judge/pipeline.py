@@ -298,7 +298,7 @@ class _Run:
         self.cfg = judge.config
         self.rng = judge._rng
         self.stack = ExitStack()
-        self.run_as, self.privileges = self._unprivileged_user()
+        self.run_as, self.drop_capabilities, self.privileges = self._unprivileged_user()
         # An unprivileged candidate must reach its run directory, which the judge's cache (often
         # under a private home) may not allow: such runs live in the system's temporary directory.
         runs = judge.cache_dir / "runs" if self.run_as is None else _shared_runs_dir()
@@ -327,23 +327,22 @@ class _Run:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- workers ------------------------------------------------------------------------------
-    def _unprivileged_user(self) -> tuple[tuple[int, int] | None, str]:
-        """(uid, gid) that candidates run as, and what was decided about privileges, in words."""
+    def _unprivileged_user(self) -> tuple[tuple[int, int] | None, bool, str]:
+        """How candidates give up privileges: the (uid, gid) to run as, whether to stay uid 0
+        but drop every capability instead, and what was decided, in words."""
         if os.geteuid() != 0:
-            return None, f"not elevated (uid {os.geteuid()})"
+            return None, False, f"not elevated (uid {os.geteuid()})"
         if not self.cfg.drop_privileges:
-            return None, "root: dropping privileges is switched off"
+            return None, False, "root: dropping privileges is switched off"
         ids = unprivileged_ids()
-        if ids is None:
-            return None, "root: no unprivileged user to switch to"
         import torch
 
         needed = [Path(PACKAGE_PARENT), Path(sys.prefix), Path(torch.__file__).parent]
         unreachable = [str(p) for p in needed if not world_reachable(p)]
-        if unreachable:
-            return None, ("uid 0 without capabilities (an unprivileged user cannot read "
-                          + ", ".join(unreachable) + ")")
-        return ids, f"dropped to uid {ids[0]}"
+        if ids is None or unreachable:
+            why = "no unprivileged user" if ids is None else "an unprivileged user cannot read " + ", ".join(unreachable)
+            return None, True, f"uid 0 without capabilities ({why})"
+        return ids, False, f"dropped to uid {ids[0]}"
 
     def _candidate_home(self) -> Path:
         return self.dir / "candidate-home"
@@ -402,7 +401,7 @@ class _Run:
         if role == "candidate":
             fd, filesystem = self._landlock()
             policy = SandboxPolicy(isolate_network=self.cfg.isolate_network, landlock_fd=fd, run_as=self.run_as,
-                                   drop_capabilities=self.privileges.startswith("uid 0 without"))
+                                   drop_capabilities=self.drop_capabilities)
         name = f"{role}-{mode}" if role == "reference" else role
         spec = WorkerSpec(role=name, run_dir=self.dir, policy=policy, env=self._env(role),
                           memory_limit_bytes=self.cfg.memory_limit_bytes)
@@ -413,6 +412,7 @@ class _Run:
                  "threads": self.judge.cpu_threads, "flush_cache": self.cfg.timing.flush_cache,
                  "hide_paths": [str(self.dir), str(Path(__file__).resolve().parents[2])]}
         if role == "candidate":
+            setup["warm_profiler"] = self.cfg.runtime_checks  # the kernel record needs it soon
             setup["solution_path"] = str(self.solution_dir / MODEL_FILE)
             setup["module_path"] = str(self.module) if self.module else None
         reply = worker.request("setup", self.cfg.load_timeout_s, **setup)
@@ -507,7 +507,7 @@ class _Run:
                              {"input_seed": seed, "transform": ref["transform"], "record": record},
                              expect={"output": object, "evidence": dict})
             if cfg.runtime_checks:
-                self._assess(got["evidence"], record, warm=i > 0)
+                self._assess(got["evidence"], record, warm=i > 0 or self.judge.backend == "cpu")
             v.checks.append(compare_outputs(got["output"], ref["output"], i, cfg.atol, cfg.rtol,
                                             norm_rtol=cfg.norm_rtol))
             audit.add(ref["output"], ref["identity_passes"])
@@ -523,8 +523,9 @@ class _Run:
     def _assess(self, records: dict, asked: dict, warm: bool) -> None:
         """Turn the candidate's records of one forward into violations; forbidden if any.
 
-        Thread counts are compared only on warm calls without the profiler: a first call may
-        start a library's thread pool, and the profiler starts threads of its own.
+        Thread counts are compared on calls without the profiler, which starts threads of its
+        own, and on the cuda backend only from the second call, since the first may start the
+        driver's or a library's threads.
         """
         where = MODEL_FILE
         try:
@@ -570,7 +571,7 @@ class _Run:
         worker_cores, judge_core = self.judge.timing_placement()
         with self.judge.timing_lock(), _pinned_thread(judge_core):
             started = time.perf_counter()
-            self._post(worker, {"cmd": "time", "max_calls": max_calls, "cores": worker_cores})
+            self._post(worker, {"cmd": "time", "max_calls": max_calls, "cores": worker_cores, "keep": keep})
             for i in range(warmup + max_calls):
                 timed = i >= warmup
                 # Early calls may compile (torch.compile, lazy module loading): the long limit.
@@ -639,6 +640,7 @@ class _Run:
         if cfg.floor_slack:
             self._check_floor(seeds[0])
 
+        self.cand.close()  # nothing it left behind may run while the baselines are timed
         key = self.judge.baseline_key(self.task, self.device_info)
         for mode in ("eager", "compile"):
             cached = self.judge.baselines.get(key, mode) if cfg.use_baseline_cache else None

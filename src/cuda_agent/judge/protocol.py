@@ -65,7 +65,7 @@ def _wait(fd: int, for_write: bool, deadline: float | None) -> None:
 # -- encoding ---------------------------------------------------------------------------------
 def _encode(value: Any, buffers: list[memoryview]) -> Any:
     if isinstance(value, torch.Tensor):
-        if type(value) is not torch.Tensor and not isinstance(value, torch.nn.Parameter):
+        if type(value) not in (torch.Tensor, torch.nn.Parameter):  # no subclasses: they can defer work
             raise TypeError(f"cannot send a {type(value).__name__}: only plain torch.Tensor")
         tensor = value.detach()
         if tensor.dtype not in _DTYPE_NAMES:

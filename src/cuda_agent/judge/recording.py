@@ -16,6 +16,57 @@ from typing import Any, Callable
 
 FORWARD_SCOPE = "cuda_agent::candidate_forward"
 
+# The profiler's first use costs about a second (loading and starting CUPTI). A worker starts it
+# on this thread while it does other things, and the kernel record waits for it.
+_warmup: threading.Thread | None = None
+
+
+def warm_profiler() -> None:
+    """Start the GPU profiler once in the background, so that the kernel record is quick."""
+    global _warmup
+
+    def run() -> None:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+            pass
+
+    _warmup = threading.Thread(target=run, name="cuda-agent-profiler-warmup", daemon=True)
+    _warmup.start()
+
+
+def cudart() -> Any:
+    """The CUDA runtime library this process already loaded (through torch), or None."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = sorted({line.split()[-1] for line in maps if "libcudart" in line})
+    except OSError:
+        return None
+    for path in paths:
+        try:
+            return ctypes.CDLL(path)
+        except OSError:
+            continue
+    return None
+
+
+CUDA_LIMIT_PERSISTING_L2 = 0x06  # cudaLimitPersistingL2CacheSize
+
+
+def persisting_l2_limit() -> int | None:
+    """Bytes of L2 set aside for persisting accesses (a model could pin its data there)."""
+    import ctypes
+
+    library = cudart()
+    if library is None:
+        return None
+    value = ctypes.c_size_t(0)
+    if library.cudaDeviceGetLimit(ctypes.byref(value), ctypes.c_int(CUDA_LIMIT_PERSISTING_L2)) != 0:
+        return None
+    return int(value.value)
+
 
 def numerics_flags() -> dict[str, Any]:
     """Global torch settings that change the numerics or speed of library calls."""
@@ -34,6 +85,8 @@ def numerics_flags() -> dict[str, Any]:
     matmul = torch.backends.cuda.matmul
     for name in ("allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction"):
         flags[f"cuda.matmul.{name}"] = getattr(matmul, name, None)
+    if torch.cuda.is_initialized():
+        flags["cuda.persisting_l2_limit"] = persisting_l2_limit()
     return flags
 
 
@@ -56,10 +109,33 @@ def _op_recorder():
             self.ops: Counter[str] = Counter()
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops[func._schema.name] += 1
-            return func(*args, **(kwargs or {}))
+            result = func(*args, **(kwargs or {}))
+            name = func._schema.name
+            if name in _CASTS and _is_downcast(name, args, result):
+                name += "[to lower precision]"  # not a plain copy: it computes in less precision
+            self.ops[name] += 1
+            return result
 
     return OpRecorder()
+
+
+_CASTS = ("aten::_to_copy", "aten::to", "aten::copy_", "aten::_copy_from")
+
+
+def _is_downcast(name: str, args: tuple, result: Any) -> bool:
+    """Whether a copy turns floating-point values into a narrower floating-point type."""
+    import torch
+
+    if not args or not isinstance(args[0], torch.Tensor):
+        return False
+    if name == "aten::copy_":
+        source, target = (args[1] if len(args) > 1 else None), args[0]
+    else:
+        source, target = args[0], result
+    if not isinstance(source, torch.Tensor) or not isinstance(target, torch.Tensor):
+        return False
+    return (source.is_floating_point() and target.is_floating_point()
+            and target.element_size() < source.element_size())
 
 
 def record_ops(call: Callable[[], Any]) -> tuple[Any, dict[str, int]]:
@@ -80,6 +156,8 @@ def record_kernels(call: Callable[[], Any]) -> tuple[Any, list[dict[str, Any]]]:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile, record_function
 
+    if _warmup is not None:
+        _warmup.join()  # one profiler at a time
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         with record_function(FORWARD_SCOPE):
             result = call()

@@ -109,6 +109,22 @@ def perturb_parameters(model: Any, seed: int) -> None:
             param.mul_(factor.to(param.device, param.dtype)).add_(noise.to(param.device, param.dtype))
 
 
+def _check_output_types(value: Any) -> None:
+    """Outputs are plain tensors (or structures of them): a subclass could defer its work until
+    the judge reads it, after the clock has stopped."""
+    import torch
+
+    if isinstance(value, torch.Tensor) and type(value) not in (torch.Tensor, torch.nn.Parameter):
+        raise WorkerFailure(ERROR_RUNTIME, f"forward returned a {type(value).__name__}, a torch.Tensor "
+                                           "subclass: return plain tensors")
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            _check_output_types(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _check_output_types(item)
+
+
 def _all_finite(value: Any) -> bool:
     return all(bool(t.isfinite().all()) for t in _tensors(value) if t.is_floating_point() or t.is_complex())
 
@@ -149,15 +165,22 @@ class KeptOutputs:
     def full(self) -> bool:
         return self.buffer is not None and len(self.items) >= self.slots
 
+    def reserve(self, value: Any) -> None:
+        """Make the buffer, sized by ``value`` (a warm-up output), and touch every page of it, so
+        that copies after timed calls never pay for first-touch page faults."""
+        import torch
+
+        if self.buffer is None:
+            self.slot_bytes = max(self._need(value), self.ALIGN)
+            slots = max(1, min(self.max_calls, self.budget // self.slot_bytes))
+            self.buffer = torch.zeros(slots * self.slot_bytes, dtype=torch.uint8, device=self.device)
+
     def add(self, value: Any) -> bool:
         """Copy ``value`` into the next slot; False when it does not fit (the session must end)."""
         import torch
 
         need = max(self._need(value), self.ALIGN)
-        if self.buffer is None:
-            self.slot_bytes = need
-            slots = max(1, min(self.max_calls, self.budget // need))
-            self.buffer = torch.empty(slots * need, dtype=torch.uint8, device=self.device)
+        self.reserve(value)
         if need > self.slot_bytes or self.full:
             return False
         offset = len(self.items) * self.slot_bytes
@@ -257,6 +280,13 @@ class Worker:
 
         self.role = msg["role"]
         self.device = msg["device"]
+        if self.role == "reference" and self.device == "cpu":
+            # Not dumpable: a process of the same user cannot trace this one or read its memory
+            # (expected outputs) through /proc. Not on cuda, whose driver must write this
+            # process's /proc entries, which then belong to root.
+            import ctypes
+
+            ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
         self.mode = msg.get("mode", "eager")
         self.hide = tuple(str(p) + "/" for p in msg.get("hide_paths", []))
         threads = msg.get("threads")
@@ -264,6 +294,10 @@ class Worker:
             torch.set_num_threads(int(threads))
         if self.device == "cuda":
             torch.cuda.set_device(0)
+            if msg.get("warm_profiler"):
+                from .recording import warm_profiler
+
+                warm_profiler()
         info = probe_device(self.device)
         if msg.get("flush_cache"):
             # Twice the last-level cache, read before every timed call.
@@ -357,6 +391,7 @@ class Worker:
         else:
             output = forward()
         self.synchronize()
+        _check_output_types(output)
         if self.role == "reference" and transform != "none" and not _all_finite(output):
             transform = "none"
             inputs = self.make_inputs(msg["input_seed"])
@@ -403,6 +438,7 @@ class Worker:
         end = torch.cuda.Event(enable_timing=True) if cuda else None
         budget = int(torch.cuda.mem_get_info()[0] * KEEP_DEVICE_FRACTION) if cuda else KEEP_HOST_BYTES
         kept = KeptOutputs(self.device, budget, int(msg.get("max_calls", 100)))
+        keeping = bool(msg.get("keep", True))  # baselines keep nothing
         self.kept = kept.items
         inputs = None
         # One core for the timing thread: no migrations between calls, for every model alike.
@@ -434,9 +470,12 @@ class Worker:
                         self.synchronize()
                         t1 = _clock_ns()
                         inputs = None
+                        _check_output_types(output)
                         # Copied as forward left it: a thread still filling it cannot finish first.
                         if step.get("keep") and not kept.add(output):
                             raise WorkerFailure(ERROR_RUNTIME, "a timed output changed size between calls")
+                        if keeping and not step.get("keep"):
+                            kept.reserve(output)  # a warm-up call: make the buffer now
                         reply = {"ok": True, "host_ms": (t1 - t0) / 1e6,
                                  "device_ms": start.elapsed_time(end) if cuda else None,
                                  "threads": recording.thread_count() - threads_before}
@@ -477,25 +516,17 @@ def _persisting_l2_reset() -> Callable[[], None] | None:
     the CUDA runtime this process already loaded; None where that runtime cannot be found."""
     import ctypes
 
-    try:
-        with open("/proc/self/maps") as maps:
-            paths = {line.split()[-1] for line in maps if "libcudart" in line}
-    except OSError:
+    from .recording import CUDA_LIMIT_PERSISTING_L2, cudart
+
+    library = cudart()
+    if library is None:
         return None
-    for path in sorted(paths):
-        try:
-            cudart = ctypes.CDLL(path)
-            set_limit, reset = cudart.cudaDeviceSetLimit, cudart.cudaCtxResetPersistingL2Cache
-        except (OSError, AttributeError):
-            continue
-        limit_persisting_l2 = 0x06  # cudaLimitPersistingL2CacheSize
 
-        def clear() -> None:
-            set_limit(ctypes.c_int(limit_persisting_l2), ctypes.c_size_t(0))
-            reset()
+    def clear() -> None:
+        library.cudaDeviceSetLimit(ctypes.c_int(CUDA_LIMIT_PERSISTING_L2), ctypes.c_size_t(0))
+        library.cudaCtxResetPersistingL2Cache()
 
-        return clear
-    return None
+    return clear
 
 
 def _is_build_failure(exc: BaseException) -> bool:
