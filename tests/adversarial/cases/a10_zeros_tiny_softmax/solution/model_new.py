@@ -1,0 +1,11 @@
+import torch.nn as nn
+
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return cuda_extension.softmax_forward(x)

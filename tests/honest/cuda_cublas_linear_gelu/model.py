@@ -1,0 +1,27 @@
+"""A linear layer followed by exact (erf) GELU: y = gelu(x @ W^T + b)."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(self.linear(x))
+
+
+batch_size = 2048
+in_features = 1024
+out_features = 1024
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features]
