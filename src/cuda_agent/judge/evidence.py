@@ -20,6 +20,7 @@ import re
 from typing import Any
 
 from ..solution import Solution
+from .static_checks import kernel_inventory
 from .verdict import Violation
 
 # ATen ops a solution may dispatch in forward: making tensors, views, metadata, copies.
@@ -35,30 +36,7 @@ ALLOWED_OPS = frozenset(f"aten::{name}" for name in """
 """.split())
 
 UNATTRIBUTED_SHARE = 0.10
-LIBRARY_PREFIXES = ("cublas", "cudnn")
-_GLOBAL_KERNEL = re.compile(r"__global__\b(?:[^;{(]|\([^)]*\))*?\b([A-Za-z_]\w*)\s*\(", re.S)
-_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _IDENT = re.compile(r"[A-Za-z_]\w*")
-
-
-def _sources(solution: Solution) -> list[tuple[str, str]]:
-    """(file, C++/CUDA text) pairs; a single-file solution's sources are string literals in it."""
-    return [(path, _COMMENT.sub(" ", text)) for path, text in solution.files.items()]
-
-
-def own_kernel_names(solution: Solution) -> set[str]:
-    """Names of the ``__global__`` functions the solution defines."""
-    names: set[str] = set()
-    for _, text in _sources(solution):
-        names.update(_GLOBAL_KERNEL.findall(_LAUNCH_BOUNDS.sub(" ", text)))
-    return names
-
-
-def uses_library(solution: Solution) -> bool:
-    """Whether the solution calls cuBLAS or cuDNN (the static rules decide whether it may)."""
-    return any(ident.startswith(LIBRARY_PREFIXES) for _, text in _sources(solution)
-               for ident in _IDENT.findall(text))
 
 
 def _kernel_identifiers(name: str) -> set[str]:
@@ -81,8 +59,8 @@ def assess_ops(ops: dict[str, int], where: str) -> list[Violation]:
 
 
 def assess_kernels(kernels: list[dict[str, Any]], solution: Solution, where: str) -> list[Violation]:
-    own = own_kernel_names(solution)
-    library = uses_library(solution)
+    inventory = kernel_inventory(solution)
+    own, library = inventory.kernels, inventory.calls_library
     total = sum(k["device_ms"] for k in kernels) or 0.0
     ran_own = False
     unattributed: dict[str, float] = {}

@@ -62,18 +62,16 @@ def measure_peaks(device: str) -> Peaks:
     return Peaks(bandwidth, flops)
 
 
-def count_workload(model: Any, inputs: list[Any], output: Any) -> dict[str, float]:
-    """FLOPs of one forward (counted at dispatch) and bytes of its output."""
+def count_workload(model: Any, inputs: list[Any], outputs: list[Any]) -> dict[str, float]:
+    """FLOPs of one forward (counted at dispatch) and bytes of its output tensors."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     counter = FlopCounterMode(display=False)
     with counter, torch.no_grad():
         model(*inputs)
-    tensors = [output] if isinstance(output, torch.Tensor) else [
-        t for t in (output if isinstance(output, (list, tuple)) else []) if isinstance(t, torch.Tensor)]
     return {"flops": float(counter.get_total_flops()),
-            "output_bytes": float(sum(t.numel() * t.element_size() for t in tensors))}
+            "output_bytes": float(sum(t.numel() * t.element_size() for t in outputs))}
 
 
 def floor_ms(workload: dict[str, float], peaks: Peaks, slack: float = SLACK) -> float:

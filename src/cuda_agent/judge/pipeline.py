@@ -356,7 +356,7 @@ class _Run:
         writable = [home, Path("/dev")]  # GPU device nodes are opened for writing
         if self.solution.layout == "single_file" and self.run_as is None:
             writable.append(self._inline_dir())
-        hidden = [self.judge.cache_dir] + ([_shared_runs_dir()] if self.run_as else [])
+        hidden = [self.judge.cache_dir] + ([self.dir.parent] if self.run_as else [])  # other runs
         try:
             ruleset = build_ruleset(writable, readable=[self.dir, Path(PACKAGE_PARENT)], hidden=hidden)
         except OSError as exc:

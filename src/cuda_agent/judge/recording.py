@@ -35,8 +35,20 @@ def warm_profiler() -> None:
     _warmup.start()
 
 
+_cudart: Any = None
+
+
 def cudart() -> Any:
-    """The CUDA runtime library this process already loaded (through torch), or None."""
+    """The CUDA runtime library this process already loaded (through torch), or None.
+
+    Found once: the flags are read after every check, and the mapping does not change."""
+    global _cudart
+    if _cudart is None:
+        _cudart = _find_cudart()
+    return _cudart
+
+
+def _find_cudart() -> Any:
     import ctypes
 
     try:

@@ -114,15 +114,10 @@ def _check_output_types(value: Any) -> None:
     the judge reads it, after the clock has stopped."""
     import torch
 
-    if isinstance(value, torch.Tensor) and type(value) not in (torch.Tensor, torch.nn.Parameter):
-        raise WorkerFailure(ERROR_RUNTIME, f"forward returned a {type(value).__name__}, a torch.Tensor "
-                                           "subclass: return plain tensors")
-    if isinstance(value, (list, tuple)):
-        for item in value:
-            _check_output_types(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            _check_output_types(item)
+    for tensor in _tensors(value):
+        if type(tensor) not in (torch.Tensor, torch.nn.Parameter):
+            raise WorkerFailure(ERROR_RUNTIME, f"forward returned a {type(tensor).__name__}, a torch.Tensor "
+                                               "subclass: return plain tensors")
 
 
 def _all_finite(value: Any) -> bool:
@@ -502,7 +497,7 @@ class Worker:
         inputs = self.make_inputs(msg["input_seed"])
         with torch.no_grad():
             output = self.model(*inputs)
-        return count_workload(self.model, inputs, output)
+        return count_workload(self.model, inputs, _tensors(output))
 
     def peaks(self, msg: dict) -> dict:
         """Reference: this device's memory bandwidth and matmul rate."""

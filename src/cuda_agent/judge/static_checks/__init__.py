@@ -17,22 +17,37 @@ from ...solution import CUDA_SOURCE_SUFFIXES, CXX_SOURCE_SUFFIXES, HEADER_SUFFIX
 from ...task import Task
 from ..verdict import Violation
 from .cpp_scan import CppSource, scan_cpp
+from .kernels import KernelInventory, kernel_inventory
 from .python_scan import scan_python
 from .report import Report
 from .task_ops import TaskOps, task_ops
 
 _CPP_SUFFIXES = CXX_SOURCE_SUFFIXES + CUDA_SOURCE_SUFFIXES + HEADER_SUFFIXES
 
-__all__ = ["TaskOps", "scan_solution", "task_ops"]
+__all__ = ["KernelInventory", "TaskOps", "kernel_inventory", "read_sources", "scan_solution", "task_ops"]
 
 
 def scan_solution(solution: Solution, task: Task, backend: str) -> list[Violation]:
     """Every static violation in ``solution`` (empty when it is clean), ordered by file and line."""
     ops = task_ops(task.source)
     report = Report()
-    order = sorted(solution.files, key=lambda p: (not p.endswith(".py"), p))
+    cpp = read_sources(solution, ops, backend, report)
+    try:
+        scan_cpp(cpp, ops, backend, report)
+    except (RecursionError, MemoryError) as exc:
+        _unreadable(report, cpp[0].file if cpp else "kernels", exc)
+    return report.sorted(_file_order(solution))
+
+
+def _file_order(solution: Solution) -> list[str]:
+    return sorted(solution.files, key=lambda p: (not p.endswith(".py"), p))
+
+
+def read_sources(solution: Solution, ops: TaskOps, backend: str, report: Report) -> list[CppSource]:
+    """Scan the Python files into ``report``; return every C/C++/CUDA source: the kernel files
+    and the code a Python file passes to ``load_inline``."""
     cpp: list[CppSource] = []
-    for path in order:
+    for path in _file_order(solution):
         text = solution.files[path]
         if not isinstance(text, str):
             continue
@@ -43,11 +58,7 @@ def scan_solution(solution: Solution, task: Task, backend: str) -> list[Violatio
                 _unreadable(report, path, exc)
         elif path.endswith(_CPP_SUFFIXES):
             cpp.append(CppSource(path, text))
-    try:
-        scan_cpp(cpp, ops, backend, report)
-    except (RecursionError, MemoryError) as exc:
-        _unreadable(report, cpp[0].file if cpp else "kernels", exc)
-    return report.sorted(order)
+    return cpp
 
 
 def _unreadable(report: Report, path: str, exc: BaseException) -> None:
