@@ -1,0 +1,152 @@
+"""Retrying model requests: which failures are worth another try, and how long to wait.
+
+Clients translate their SDK's exceptions with ``http_failure`` (a status code and the server's
+message) or raise ``TransientError`` for timeouts and lost connections; ``call_with_retries``
+repeats a request on transient failures with exponential backoff and jitter, honouring the
+server's ``Retry-After``, and reports how many retries it took. Everything else becomes an
+``LLMError`` (or ``ContextOverflowError`` when the prompt does not fit) at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Mapping, TypeVar
+
+from .base import ContextOverflowError, LLMError
+
+T = TypeVar("T")
+
+# Statuses worth repeating: request timeout, conflict (lock timeouts), rate limit, server errors.
+RETRYABLE_STATUSES = frozenset({408, 409, 429})
+# How servers phrase "the prompt does not fit": OpenAI, vLLM, SGLang, Anthropic, TGI.
+CONTEXT_OVERFLOW_PATTERNS = re.compile(
+    r"context_length_exceeded|maximum context length|context length|context window"
+    r"|prompt is too long|exceed context limit|too many tokens|input is too long"
+    r"|longer than the model|max_model_len",
+    re.IGNORECASE,
+)
+# A 429 that no amount of waiting fixes.
+QUOTA_PATTERNS = re.compile(r"insufficient_quota|exceeded your current quota|credit balance", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently to repeat a failed request."""
+
+    max_retries: int = 6
+    base_delay_s: float = 1.0
+    max_delay_s: float = 60.0
+
+    def backoff_s(self, retry: int, retry_after_s: float | None = None) -> float:
+        """Seconds to wait before retry number ``retry`` (0-based)."""
+        if retry_after_s is not None:
+            return min(max(retry_after_s, 0.0), self.max_delay_s)
+        ceiling = min(self.max_delay_s, self.base_delay_s * (2 ** retry))
+        return ceiling * random.uniform(0.5, 1.0)  # jitter spreads out clients that failed together
+
+
+class TransientError(Exception):
+    """A failure that may go away by itself: rate limit, server error, timeout, lost connection."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after_s = retry_after_s
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds the server asked us to wait: ``retry-after-ms``, ``Retry-After`` in seconds or a date."""
+    if not headers:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return float(millis) / 1000.0
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def error_message(body: Any, fallback: str = "") -> str:
+    """The human-readable message inside a provider's error JSON, whatever its nesting."""
+    if isinstance(body, Mapping):
+        inner = body.get("error")
+        if isinstance(inner, Mapping):
+            return error_message(inner, fallback)
+        if isinstance(inner, str) and inner:
+            return inner
+        for key in ("message", "detail"):
+            if isinstance(body.get(key), str) and body[key]:
+                return body[key]
+    if isinstance(body, str) and body:
+        return body
+    return fallback
+
+
+STATUS_HINTS = {
+    400: "the server rejected the request; check the model's options (max_tokens, temperature, tools)",
+    401: "check the API key",
+    403: "the API key is not allowed to use this model; check its permissions",
+    404: "check the model name and the base URL",
+    413: "the request is too large; shorten the conversation",
+    422: "the server could not process the request; check the model's options",
+}
+
+
+def http_failure(provider: str, status: int, message: str, headers: Mapping[str, str] | None = None,
+                 *, code: str | None = None, key_hint: str = "") -> Exception:
+    """The exception for an HTTP error answer: TransientError, ContextOverflowError or LLMError."""
+    text = message or "no message"
+    if status in RETRYABLE_STATUSES or status >= 500:
+        if status == 429 and QUOTA_PATTERNS.search(f"{code or ''} {text}"):
+            return LLMError(f"{capitalised(provider)} refused the request (HTTP 429): {text}. "
+                            "The account is out of quota or credit; add some before retrying.")
+        return TransientError(f"HTTP {status}: {text}", parse_retry_after(headers))
+    if status in (400, 413) and (code == "context_length_exceeded" or status == 413
+                                 or CONTEXT_OVERFLOW_PATTERNS.search(text)):
+        return ContextOverflowError(f"{capitalised(provider)}: the prompt does not fit in the model's context window "
+                                    f"(HTTP {status}: {text}). Shorten or compact the conversation.")
+    hint = STATUS_HINTS.get(status, "the request was refused and retrying will not help")
+    if status == 401 and key_hint:
+        hint = f"{hint} ({key_hint})"
+    return LLMError(f"{capitalised(provider)} refused the request (HTTP {status}): {text}. {capitalised(hint)}.")
+
+
+def capitalised(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+async def call_with_retries(request: Callable[[], Awaitable[T]], policy: RetryPolicy, *,
+                            provider: str = "the model server") -> tuple[T, int]:
+    """Run ``request`` until it succeeds; returns its result and how many retries it took.
+
+    Only ``TransientError`` is retried; any other exception propagates unchanged.
+    """
+    retries = 0
+    while True:
+        try:
+            return await request(), retries
+        except TransientError as exc:
+            if retries >= policy.max_retries:
+                raise LLMError(
+                    f"{capitalised(provider)} failed on all {retries + 1} attempts; last error: "
+                    f"{exc.message}. Check that the server is up and not overloaded, or allow more "
+                    "retries (RetryPolicy.max_retries).") from exc
+            await asyncio.sleep(policy.backoff_s(retries, exc.retry_after_s))
+            retries += 1
