@@ -1,0 +1,315 @@
+"""The file tools: read, write, edit and multi_edit, all confined to the workspace.
+
+Writes go through a temporary file and a rename, so a file is never seen half written and a
+hard link to another file (a protected one, say) is replaced rather than written through.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .base import Tool, ToolContext, ToolError, ToolLimits, ToolOutput
+from .paths import relative, resolve, resolve_writable
+
+MAX_LINE_CHARS = 2_000          # longer lines are cut in read's output
+MAX_TEXT_BYTES = 8 * 1024**2    # files larger than this are not loaded as text
+SNIPPET_CONTEXT = 3             # lines shown around an edit
+SNIPPET_MAX_LINES = 24
+NEW_FILE_MODE = 0o644
+
+_PATH = {"type": "string", "description": "File path, relative to the workspace (e.g. kernels/relu.cpp)."}
+
+
+# -- helpers ----------------------------------------------------------------------------------
+def load_text(path: Path, rel: str) -> str:
+    """A workspace file's text, exactly as stored (line endings kept); ToolError if it is not text."""
+    if not path.exists():
+        raise ToolError(f"{rel} does not exist; use glob to list the workspace's files")
+    if path.is_dir():
+        raise ToolError(f"{rel} is a directory; use glob (e.g. pattern '{rel}/*') to list its files")
+    try:
+        size = path.stat().st_size
+        if size > MAX_TEXT_BYTES:
+            raise ToolError(f"{rel} is {size} bytes, more than the {MAX_TEXT_BYTES} bytes the file tools "
+                            "handle; inspect it with bash (head, tail, grep) instead")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ToolError(f"{rel} cannot be read: {exc.strerror or exc}") from None
+    if b"\0" in data[:8192]:
+        raise ToolError(f"{rel} is a binary file ({size} bytes); the file tools handle text only")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolError(f"{rel} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                        "the file tools handle UTF-8 text only") from None
+
+
+def store_text(path: Path, text: str, rel: str) -> bool:
+    """Write ``text`` atomically, keeping an existing file's permissions. True if it was created."""
+    try:
+        return _store(path, text)
+    except OSError as exc:
+        raise ToolError(f"{rel} could not be written: {exc.strerror or exc}") from None
+
+
+def _store(path: Path, text: str) -> bool:
+    existed = path.exists()
+    mode = stat.S_IMODE(path.stat().st_mode) if existed else NEW_FILE_MODE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return not existed
+
+
+def _clip_line(line: str) -> str:
+    if len(line) <= MAX_LINE_CHARS:
+        return line
+    return f"{line[:MAX_LINE_CHARS]}... [line cut: {len(line) - MAX_LINE_CHARS} more characters]"
+
+
+def numbered(lines: list[str], first: int) -> list[str]:
+    """Lines as ``cat -n`` shows them, numbered from ``first``."""
+    return [f"{first + i:6d}\t{_clip_line(line)}" for i, line in enumerate(lines)]
+
+
+def _count_lines(text: str) -> int:
+    return len(text.splitlines())
+
+
+# -- read -------------------------------------------------------------------------------------
+class ReadTool(Tool):
+    name = "read"
+    description = (
+        "Read a text file of the workspace. Lines come numbered like `cat -n` (number, tab, text); "
+        "the numbers are not part of the file, so leave them out of edit's old_string. Without a "
+        "range at most {max_lines} lines are shown, from the start, with a notice saying how to "
+        "read on; give offset (first line, 1-based) and limit (number of lines) to read a part of "
+        "a long file. Lines longer than 2000 characters are cut. A file must be read before write "
+        "may overwrite it. Reading the protected files (model.py, SKILL.md, binding files) is fine."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "path": _PATH,
+            "offset": {"type": "integer", "minimum": 1, "description": "First line to show, 1-based."},
+            "limit": {"type": "integer", "minimum": 1, "description": "How many lines to show."},
+        },
+        "required": ["path"],
+        "additionalProperties": False,
+    }
+
+    def __init__(self, limits: ToolLimits | None = None) -> None:
+        # The instance's description states the line cap the episode's limits will apply.
+        self.description = self.description.format(max_lines=(limits or ToolLimits()).max_read_lines)
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        path = resolve(ctx, args["path"])
+        rel = relative(ctx, path)
+        lines = load_text(path, rel).splitlines()
+        ctx.read_files.add(rel)
+        total = len(lines)
+        if total == 0:
+            return ToolOutput(f"{rel} is empty (0 lines)", data={"path": rel, "lines": 0})
+        offset = int(args.get("offset") or 1)
+        if offset > total:
+            raise ToolError(f"offset {offset} is past the end of {rel}, which has {total} lines; "
+                            f"use an offset from 1 to {total}")
+        limit = int(args["limit"]) if args.get("limit") else ctx.limits.max_read_lines
+        shown = numbered(lines[offset - 1:offset - 1 + limit], offset)
+        shown, last = _fit(shown, offset, ctx.limits.max_output_chars)
+        text = "\n".join(shown)
+        if last < total:
+            text += (f"\n[showing lines {offset}-{last} of {total}; call read with offset={last + 1} "
+                     "to see more]")
+        return ToolOutput(text, data={"path": rel, "lines": total, "first": offset, "last": last})
+
+
+def _fit(lines: list[str], first: int, budget: int) -> tuple[list[str], int]:
+    """As many whole lines as fit in ``budget`` characters (at least one); and the last line number."""
+    kept: list[str] = []
+    used = 200  # room for the notice
+    for line in lines:
+        used += len(line) + 1
+        if kept and used > budget:
+            break
+        kept.append(line)
+    return kept, first + len(kept) - 1
+
+
+# -- write ------------------------------------------------------------------------------------
+class WriteTool(Tool):
+    name = "write"
+    description = (
+        "Write a whole file in the workspace, creating it (and its parent directories) or "
+        "replacing it. An existing file may only be overwritten after it was read in this "
+        "episode (read it first); for changes to part of a file prefer edit or multi_edit. "
+        "The protected files (model.py, SKILL.md, binding_registry.h, binding.cpp) cannot be "
+        "written, nor anything outside the workspace."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "path": _PATH,
+            "content": {"type": "string", "description": "The file's complete new text."},
+        },
+        "required": ["path", "content"],
+        "additionalProperties": False,
+    }
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        path = resolve_writable(ctx, args["path"])
+        rel = relative(ctx, path)
+        if path.exists() and rel not in ctx.read_files:
+            raise ToolError(f"{rel} already exists and has not been read in this episode; call read "
+                            f"on it first, then write it again (or use edit to change a part of it)")
+        content = args["content"]
+        created = store_text(path, content, rel)
+        ctx.read_files.add(rel)  # the model now knows the whole content
+        verb = "created" if created else "overwrote"
+        size = len(content.encode("utf-8"))
+        return ToolOutput(f"{verb} {rel} ({_count_lines(content)} lines, {size} bytes)",
+                          data={"path": rel, "created": created, "bytes": size})
+
+
+# -- edit, multi_edit -------------------------------------------------------------------------
+@dataclass
+class _Change:
+    start: int   # offset in the new text of the first replacement
+    length: int  # its length in the new text
+    count: int   # replacements made
+
+
+def _apply(text: str, old: str, new: str, replace_all: bool, rel: str, label: str) -> tuple[str, _Change]:
+    """One replacement in ``text``; ToolError (prefixed with ``label``) when it cannot be made."""
+    if old == "":
+        raise ToolError(f"{label}old_string is empty; give the exact text to replace (to create or "
+                        "rewrite a whole file, use write)")
+    if old == new:
+        raise ToolError(f"{label}old_string and new_string are the same; there is nothing to change")
+    count = text.count(old)
+    if count == 0:
+        hint = ""
+        if "\t" in old or old.lstrip(" ").startswith(tuple("0123456789")):
+            hint = " Leave out the line numbers and the tab that read puts before each line."
+        raise ToolError(f"{label}old_string was not found in {rel}. It must match the file exactly, "
+                        f"whitespace and indentation included; read the file and copy the text.{hint}")
+    if count > 1 and not replace_all:
+        raise ToolError(f"{label}old_string occurs {count} times in {rel}; include more of the "
+                        "surrounding lines to make it unique, or set replace_all to true to replace "
+                        "every occurrence")
+    start = text.index(old)
+    if replace_all:
+        return text.replace(old, new), _Change(start, len(new), count)
+    return text[:start] + new + text[start + len(old):], _Change(start, len(new), 1)
+
+
+def _snippet(text: str, change: _Change) -> str:
+    """The edited region with a few lines around it, numbered as read shows them."""
+    lines = text.splitlines()
+    first = text.count("\n", 0, change.start)
+    last = first + text.count("\n", change.start, change.start + change.length)
+    lo, hi = max(0, first - SNIPPET_CONTEXT), min(len(lines), last + SNIPPET_CONTEXT + 1)
+    hi = min(hi, lo + SNIPPET_MAX_LINES)
+    return "\n".join(numbered(lines[lo:hi], lo + 1))
+
+
+def _edit_target(ctx: ToolContext, raw: str) -> tuple[Path, str, str]:
+    path = resolve_writable(ctx, raw)
+    rel = relative(ctx, path)
+    if not path.exists():
+        raise ToolError(f"{rel} does not exist; edit changes existing files, use write to create it")
+    return path, rel, load_text(path, rel)
+
+
+def _replacements(count: int) -> str:
+    return f"{count} occurrence" + ("" if count == 1 else "s")
+
+
+class EditTool(Tool):
+    name = "edit"
+    description = (
+        "Replace text in an existing workspace file: old_string must match the file exactly "
+        "(whitespace and indentation included, without read's line numbers) and occur once, "
+        "unless replace_all is true, which replaces every occurrence. Include enough surrounding "
+        "lines to make old_string unique. For several changes to one file use multi_edit. "
+        "Protected files and files outside the workspace cannot be edited."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "path": _PATH,
+            "old_string": {"type": "string", "description": "The exact text to replace."},
+            "new_string": {"type": "string", "description": "The text to put in its place."},
+            "replace_all": {"type": "boolean", "default": False,
+                            "description": "Replace every occurrence instead of exactly one."},
+        },
+        "required": ["path", "old_string", "new_string"],
+        "additionalProperties": False,
+    }
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        path, rel, text = _edit_target(ctx, args["path"])
+        text, change = _apply(text, args["old_string"], args["new_string"], bool(args.get("replace_all")), rel, "")
+        store_text(path, text, rel)
+        return ToolOutput(f"edited {rel}: replaced {_replacements(change.count)}. Around the change:\n"
+                          f"{_snippet(text, change)}", data={"path": rel, "replacements": change.count})
+
+
+class MultiEditTool(Tool):
+    name = "multi_edit"
+    description = (
+        "Make several replacements in one workspace file, in order, each working on the result "
+        "of the ones before it. Each edit is like edit's (old_string must match exactly and "
+        "once, unless replace_all). All or nothing: if any edit fails, the file is left "
+        "unchanged and the error says which edit failed."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "path": _PATH,
+            "edits": {
+                "type": "array",
+                "minItems": 1,
+                "description": "The replacements, applied in order.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "old_string": {"type": "string", "description": "The exact text to replace."},
+                        "new_string": {"type": "string", "description": "The text to put in its place."},
+                        "replace_all": {"type": "boolean", "default": False,
+                                        "description": "Replace every occurrence instead of exactly one."},
+                    },
+                    "required": ["old_string", "new_string"],
+                    "additionalProperties": False,
+                },
+            },
+        },
+        "required": ["path", "edits"],
+        "additionalProperties": False,
+    }
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        path, rel, text = _edit_target(ctx, args["path"])
+        edits = args["edits"]
+        total = 0
+        for number, edit in enumerate(edits, 1):
+            label = f"edit {number} of {len(edits)} failed, so no edit was applied and {rel} is unchanged: "
+            text, change = _apply(text, edit["old_string"], edit["new_string"], bool(edit.get("replace_all")),
+                                  rel, label)
+            total += change.count
+        store_text(path, text, rel)
+        return ToolOutput(f"edited {rel}: {len(edits)} edits, {_replacements(total)} replaced "
+                          f"({_count_lines(text)} lines now)",
+                          data={"path": rel, "edits": len(edits), "replacements": total})
