@@ -131,6 +131,84 @@ def workspace(
     out.print("read SKILL.md there; then `cuda-agent compile`, `cuda-agent verify`, `cuda-agent profile` inside it")
 
 
+@app.command()
+def optimize(
+    task: str = typer.Argument(..., help="Task: a .py file, a directory of them, or a JSONL/Parquet dataset (or DATASET:N)."),
+    model: str = typer.Option(..., "--model", "-m", help="The model's name as its server knows it, or a local path for --provider hf."),
+    provider: str = typer.Option("openai", "--provider", help="openai (any OpenAI-compatible server), anthropic, or hf (local transformers)."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="An OpenAI-compatible server, e.g. http://localhost:8000/v1 for vLLM or SGLang."),
+    tool_protocol: str = typer.Option("native", "--tool-protocol", help="native tool calls, or text for models without them."),
+    out: Path = typer.Option(Path("agent-runs"), "--out", "-o", help="Where episodes are written; rerun with the same --out to resume."),
+    episodes: int = typer.Option(1, "--episodes", "-n", help="Episodes per task."),
+    concurrency: int = typer.Option(8, "--concurrency", help="Episodes running at once."),
+    judge_concurrency: Optional[int] = typer.Option(None, "--judge-concurrency", help="Judge runs at once (default: one per two cores)."),
+    max_turns: int = typer.Option(150, "--max-turns", help="Turns per episode (the paper: 150 in training, 200 at evaluation)."),
+    max_wall: float = typer.Option(8 * 3600.0, "--max-wall-time", help="Seconds per episode."),
+    context_tokens: int = typer.Option(131_072, "--context-tokens", help="The model's context window."),
+    max_output_tokens: Optional[int] = typer.Option(None, "--max-output-tokens", help="Tokens per reply."),
+    temperature: Optional[float] = typer.Option(None, "--temperature"),
+    device: Optional[str] = DeviceOpt,
+    cache_dir: Optional[Path] = CacheOpt,
+    quiet: bool = typer.Option(False, "--quiet", help="No live table; print only the summary."),
+) -> None:
+    """Let a model optimise TASK in a workspace, with the judge behind compile/verify/profile."""
+    import asyncio
+
+    from .agent.llm import make_client
+    from .agent.loop import AgentSettings
+    from .agent.runner import plan_episodes, run_episodes, summary_table, write_summary
+    from .cluster import LocalJudgePool
+    from .device import probe_device
+    from .task import load_tasks
+
+    if episodes < 1 or concurrency < 1 or max_turns < 1:
+        raise CudaAgentError("--episodes, --concurrency and --max-turns must be at least 1")
+    tasks = load_tasks(task)
+    options = {k: v for k, v in {"temperature": temperature}.items() if v is not None}
+    if max_output_tokens is not None:
+        options["max_new_tokens" if provider == "hf" else "max_tokens"] = max_output_tokens
+    client = make_client(provider, model, base_url=base_url, tool_protocol=tool_protocol, **options)
+    settings = AgentSettings(max_turns=max_turns, max_wall_s=max_wall, context_tokens=context_tokens)
+    specs = plan_episodes(tasks, out.resolve(), episodes)
+
+    async def main() -> list:
+        try:
+            return await run_episodes(specs, client, pool, settings=settings, provider=provider, device=info,
+                                      concurrency=concurrency, hidden=[out.resolve()], console=err, live=not quiet)
+        finally:
+            await client.aclose()
+
+    with LocalJudgePool(_config(device, cache_dir), judge_concurrency) as pool:
+        info = probe_device(pool.backend)
+        err.print(f"{len(specs)} episode(s) of {model} on {len(tasks)} task(s), {pool.backend} backend, writing to {out}")
+        results = asyncio.run(main())
+    summary = write_summary(out, results)
+    out_console = Console()
+    out_console.print(summary_table(results))
+    out_console.print(f"{summary['correct']}/{summary['episodes']} episodes found a correct solution; "
+                      f"summary in {out / 'summary.json'}")
+    crashed = [r for r in results if r.stop_reason in ("crashed", "llm_error")]
+    raise typer.Exit(1 if crashed and len(crashed) == len(results) else 0)
+
+
+@app.command()
+def replay(
+    trajectory: Path = typer.Argument(..., help="An episode's trajectory.jsonl (or its directory)."),
+    html: Optional[Path] = typer.Option(None, "--html", help="Where to write the HTML view (default: beside the trajectory)."),
+    full: bool = typer.Option(False, "--full", help="Show tool outputs in full."),
+) -> None:
+    """Show an episode in the terminal and write a self-contained HTML view of it."""
+    from .agent.replay import render_trajectory, write_html
+    from .agent.trajectory import load_trajectory
+
+    path = trajectory / "trajectory.jsonl" if trajectory.is_dir() else trajectory
+    traj = load_trajectory(path)
+    render_trajectory(traj, out, full=full)
+    target = html or path.with_suffix(".html")
+    write_html(traj, target)
+    err.print(f"HTML view written to {target}")
+
+
 def examples_dir() -> Path:
     here = Path(__file__).resolve().parents[2] / "examples"
     if not here.is_dir():

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from .judge.verdict import Verdict
 
-_STYLE = {"ok": "green", "incorrect": "yellow", "compile_error": "red", "runtime_error": "red",
+STATUS_STYLE = {"ok": "green", "incorrect": "yellow", "compile_error": "red", "runtime_error": "red",
           "timeout": "red", "forbidden": "magenta"}
 
 
@@ -18,7 +18,7 @@ def _fmt_ms(value: float | None) -> str:
 
 
 def verdict_panel(verdict: Verdict, title: str = "") -> Panel:
-    style = _STYLE.get(verdict.status, "white")
+    style = STATUS_STYLE.get(verdict.status, "white")
     head = Text()
     head.append(f"{verdict.status}", style=f"bold {style}")
     head.append(f"   reward {verdict.reward}", style="bold")

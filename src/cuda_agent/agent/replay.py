@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..files import write_atomic
-from ..render import _STYLE as STATUS_STYLE
+from ..render import STATUS_STYLE
 from .trajectory import Trajectory
 
 MAX_LINES = 40            # terminal: lines of one output or file shown unless the full view is asked for

@@ -1,0 +1,383 @@
+"""One episode of the agent: a ReAct loop of model turns and tool calls in a workspace.
+
+Each turn sends the conversation to the model, runs the tool calls it asks for (in order), and
+feeds the results back. The episode stops when the model calls ``finish``, when a budget runs out
+(turns, wall time, context), when the model keeps failing (replies without a tool call, or turns
+in which every call fails), or when the model cannot be reached. Everything is appended to the
+episode's trajectory as it happens, so an interrupted episode resumes from its file, and the best
+correct solution is exported the moment the judge finds it.
+
+An episode's directory::
+
+    DIR/trajectory.jsonl   every message, tool call, result, verdict and token count
+    DIR/workspace/         the agent's workspace (model.py, model_new.py, kernels/, SKILL.md)
+    DIR/scratch/           bash's HOME and TMPDIR
+    DIR/best/              the best correct solution so far, with its verdict.json
+    DIR/result.json        the episode's summary, once it has ended
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from ..device import DeviceInfo
+from ..errors import CudaAgentError
+from ..files import write_atomic
+from ..task import Task
+from ..workspace import SKILL_FILE, create_workspace
+from .best import BestSolution, better, candidate_from_verdict, export_solution
+from .context import ContextBudget, truncate_middle
+from .llm.base import ContextOverflowError, LLMClient, LLMError
+from .messages import Message, ToolCall, Usage, estimate_tokens
+from .prompt import opening_messages
+from .tools import ToolBox, default_tools, protected_files
+from .tools.base import ToolContext, ToolLimits, ToolOutput
+from .trajectory import TrajectoryWriter, load_trajectory, resume_state
+
+TRAJECTORY_FILE = "trajectory.jsonl"
+RESULT_FILE = "result.json"
+JUDGE_TOOLS = frozenset({"compile", "verify", "profile"})
+EXTERNAL_TOOLS = JUDGE_TOOLS | {"bash"}  # their time is the judge's or the command's, not the loop's
+NUDGE = ("No tool was called. Continue by calling a tool (compile, verify and profile run the judge), "
+         "or call `finish` if you are done.")
+CUT_OFF = "Your reply was cut off by the output limit. Keep replies shorter, and write large files in parts."
+
+
+@dataclass
+class AgentSettings:
+    max_turns: int = 150                 # the paper: 150 in training, 200 at evaluation
+    max_wall_s: float = 8 * 3600.0
+    context_tokens: int = 131_072        # the paper's agentic context
+    reserve_tokens: int = 8_192          # kept free for the model's reply
+    max_tool_tokens: int = 8_000         # one tool result, before it is cut in the middle
+    max_idle_turns: int = 3              # replies in a row without a tool call
+    max_failed_turns: int = 8            # turns in a row in which every tool call failed
+    tool_limits: ToolLimits = field(default_factory=ToolLimits)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class EpisodeStatus:
+    """What the live progress view shows for an episode."""
+
+    episode_id: str
+    task: str
+    turn: int = 0
+    last_verdict: str = ""
+    best_speedup: float | None = None
+    stop_reason: str | None = None
+    tokens: int = 0
+
+
+@dataclass
+class EpisodeResult:
+    episode_id: str
+    task: str
+    stop_reason: str
+    turns: int
+    elapsed_s: float
+    usage: Usage
+    best: dict[str, Any] | None
+    directory: Path
+    overhead_ms: list[float] = field(default_factory=list)  # per turn: all but the model and the judge
+    error: str = ""
+
+    @property
+    def best_dir(self) -> Path | None:
+        return self.directory / "best" if self.best else None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["directory"] = str(self.directory)
+        data["best_dir"] = str(self.best_dir) if self.best_dir else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "EpisodeResult":
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        fields["usage"] = Usage(**fields.get("usage", {}))
+        fields["directory"] = Path(fields["directory"])
+        return cls(**fields)
+
+
+class EpisodeError(CudaAgentError):
+    """An episode cannot start or resume (its directory is not what it should be)."""
+
+
+def brief_verdict(verdict: dict[str, Any]) -> str:
+    """A verdict in a few words for the live table (``profile correct 2.31x vs compile``)."""
+    stage, status = verdict.get("stage", ""), verdict.get("status", "")
+    if status != "ok":
+        return f"{stage} {status}"
+    if stage == "compile":
+        return "compile ok"
+    if not verdict.get("correct"):
+        return f"{stage} incorrect"
+    speedup = verdict.get("speedup_vs_compile")
+    return f"{stage} correct" + (f" {speedup:.2f}x vs compile" if speedup is not None else "")
+
+
+class Episode:
+    """One task, one model, one workspace. ``run`` starts it, or resumes it from its trajectory."""
+
+    def __init__(self, task: Task, client: LLMClient, judge: Any, directory: Path, *,
+                 settings: AgentSettings | None = None, provider: str = "openai",
+                 device: DeviceInfo | None = None, episode_id: str | None = None,
+                 hidden: list[Path] | None = None, on_status: Callable[[EpisodeStatus], None] | None = None):
+        self.task, self.client, self.judge = task, client, judge
+        self.directory = Path(directory).resolve()
+        self.settings = settings or AgentSettings()
+        self.provider, self.device = provider, device
+        self.episode_id = episode_id or uuid.uuid4().hex[:12]
+        self.hidden = [self.directory] + [Path(p) for p in hidden or []]
+        self.on_status = on_status or (lambda status: None)
+        self.toolbox = ToolBox(default_tools(self.settings.tool_limits))
+        self.schema_tokens = estimate_tokens(json.dumps(self.toolbox.schemas()))
+        self.budget = ContextBudget(self.settings.context_tokens, self.settings.reserve_tokens,
+                                    self.settings.max_tool_tokens)
+        self.status = EpisodeStatus(self.episode_id, task.name)
+        # Set by _start or _resume.
+        self.messages: list[Message] = []
+        self.turn = 0
+        self.usage = Usage()
+        self.best: BestSolution | None = None
+        self.elapsed_before = 0.0
+        self.known: tuple[int, Usage] | None = None
+        self.overhead_ms: list[float] = []
+        self._started = 0.0
+        self._writer: TrajectoryWriter | None = None
+
+    # -- paths ----------------------------------------------------------------------------------
+    @property
+    def trajectory_path(self) -> Path:
+        return self.directory / TRAJECTORY_FILE
+
+    @property
+    def workspace(self) -> Path:
+        return self.directory / "workspace"
+
+    def _now(self) -> float:
+        return self.elapsed_before + time.monotonic() - self._started
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        event.setdefault("t", round(self._now(), 4))
+        assert self._writer is not None
+        self._writer.write(event)
+
+    def _note(self, kind: str, text: str) -> None:
+        self._emit({"type": "note", "turn": self.turn, "kind": kind, "text": text})
+
+    # -- start and resume -----------------------------------------------------------------------
+    def _start(self) -> None:
+        if self.directory.exists() and any(self.directory.iterdir()):
+            raise EpisodeError(f"{self.directory} is not empty and holds no trajectory to resume; "
+                               "choose a new output directory")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        cache_dir = getattr(getattr(self.judge, "judge", None), "cache_dir", None)
+        create_workspace(self.task, self.workspace, self.judge.backend, self.device, cache_dir=cache_dir)
+        self._writer = TrajectoryWriter(self.trajectory_path)
+        self._emit({"type": "header", "version": 1, "episode_id": self.episode_id,
+                    "task": {"name": self.task.name, "sha256": self.task.sha256, "source": self.task.source},
+                    "model": self.client.model, "provider": self.provider, "backend": self.judge.backend,
+                    "settings": self.settings.to_dict(),
+                    "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        skill = (self.workspace / SKILL_FILE).read_text()
+        for message in opening_messages(self.task, self.judge.backend, skill):
+            self._append(message)
+
+    def _resume(self) -> EpisodeResult | None:
+        trajectory = load_trajectory(self.trajectory_path)
+        header = trajectory.header
+        self.episode_id = self.status.episode_id = header.get("episode_id", self.episode_id)
+        if trajectory.end is not None:
+            result_file = self.directory / RESULT_FILE
+            if result_file.is_file():
+                return EpisodeResult.from_dict(json.loads(result_file.read_text()))
+            return self._result_from(trajectory.end, trajectory.best)
+        if header["task"]["sha256"] != self.task.sha256:
+            raise EpisodeError(f"{self.trajectory_path} is an episode of task {header['task']['name']!r}, "
+                               f"not of {self.task.name!r}; use a new output directory")
+        if not self.workspace.is_dir():
+            raise EpisodeError(f"cannot resume {self.trajectory_path}: its workspace {self.workspace} is gone")
+        state = resume_state(trajectory)
+        self.messages, self.turn = state.messages, state.turn
+        self.usage, self.elapsed_before = state.usage, state.elapsed_s
+        self.best = BestSolution.from_event(state.best) if state.best else None
+        self.status.turn = self.turn
+        self.status.best_speedup = self.best.speedup_vs_compile if self.best else None
+        self._writer = TrajectoryWriter(self.trajectory_path)
+        self._note("resumed", state.describe())
+        return None
+
+    # -- the loop -------------------------------------------------------------------------------
+    async def run(self) -> EpisodeResult:
+        self._started = time.monotonic()
+        if self.trajectory_path.is_file():
+            done = self._resume()
+            if done is not None:
+                return done
+        else:
+            self._start()
+        context = ToolContext(workspace=self.workspace, task=self.task, judge=self.judge,
+                              scratch=self.directory / "scratch", hidden=self.hidden,
+                              protected=protected_files(), limits=self.settings.tool_limits)
+        context.scratch.mkdir(exist_ok=True)
+        stop, error = "", ""
+        idle = failed = 0
+        try:
+            while not stop:
+                stop, error, idle, failed = await self._turn(context, idle, failed)
+        except BaseException:  # cancelled or crashed: the trajectory stays resumable
+            self._writer.close()
+            raise
+        return self._finish(stop, error)
+
+    def _check_budgets(self) -> str:
+        s = self.settings
+        if self.turn >= s.max_turns:
+            return "max_turns"
+        if self._now() >= s.max_wall_s:
+            return "max_wall_time"
+        return ""
+
+    def _fit_context(self) -> bool:
+        """Elide old tool output until the next request fits; False if it cannot."""
+        estimate = self.budget.estimate(self.messages, self.known, self.schema_tokens)
+        if estimate <= self.budget.limit:
+            return True
+        freed = self.budget.elide(self.messages, estimate - self.budget.limit)
+        self.known = self.budget.after_elision(self.known, freed)
+        estimate = self.budget.estimate(self.messages, self.known, self.schema_tokens)
+        self._note("context_elided", f"elided {len(freed)} old tool output(s) ({sum(freed.values())} tokens) "
+                                     f"to fit the context; the request is now about {estimate} tokens")
+        return estimate <= self.budget.limit
+
+    async def _complete(self):
+        schemas = self.toolbox.schemas()
+        try:
+            return await self.client.complete(self.messages, schemas)
+        except ContextOverflowError as exc:
+            # The model counts differently from our estimate: elide everything but the last turn.
+            freed = self.budget.elide(self.messages, 1 << 62, keep_recent=2)
+            self.known = self.budget.after_elision(self.known, freed)
+            self._note("context_elided", f"the model rejected the request as too long ({exc}); elided "
+                                         f"{len(freed)} old tool output(s) ({sum(freed.values())} tokens) and retried")
+            if not freed:
+                raise
+            return await self.client.complete(self.messages, schemas)
+
+    async def _turn(self, context: ToolContext, idle: int, failed: int) -> tuple[str, str, int, int]:
+        if stop := self._check_budgets():
+            return stop, "", idle, failed
+        if not self._fit_context():
+            return "context_exhausted", "", idle, failed
+        self.turn += 1
+        turn_started = time.monotonic()
+        try:
+            completion = await self._complete()
+        except ContextOverflowError as exc:
+            return "context_exhausted", str(exc), idle, failed
+        except LLMError as exc:
+            self.turn -= 1  # the turn never happened; a resumed episode redoes it
+            return "llm_error", str(exc), idle, failed
+        model_s = completion.latency_s
+        self.usage = self.usage + completion.usage
+        reply = completion.message
+        self._append(reply, completion)
+        self.known = (len(self.messages), completion.usage) if completion.usage.input_tokens else None
+        self.status.turn, self.status.tokens = self.turn, self.usage.input_tokens + self.usage.output_tokens
+
+        external_s, stop, all_failed = 0.0, "", bool(reply.tool_calls)
+        if not reply.tool_calls:
+            idle += 1
+            self._append(Message("user", CUT_OFF if completion.finish_reason == "length" else NUDGE))
+            if idle >= self.settings.max_idle_turns:
+                stop = "no_tool_calls"
+        else:
+            idle = 0
+            for call in reply.tool_calls:
+                output, seconds = await self._call_tool(call, context)
+                if call.name in EXTERNAL_TOOLS:
+                    external_s += seconds
+                all_failed = all_failed and output.is_error and call.name not in JUDGE_TOOLS
+                if output.finished:
+                    stop = "finished"
+                    break
+            failed = failed + 1 if all_failed else 0
+            if not stop and failed >= self.settings.max_failed_turns:
+                stop = "repeated_failure"
+        self.overhead_ms.append(1000 * max(0.0, time.monotonic() - turn_started - model_s - external_s))
+        self.on_status(self.status)
+        return stop, "", idle, failed
+
+    async def _call_tool(self, call: ToolCall, context: ToolContext) -> tuple[ToolOutput, float]:
+        started = time.monotonic()
+        output = await self.toolbox.call(call, context)
+        seconds = time.monotonic() - started
+        text, cut = truncate_middle(output.text, self.budget.max_tool_chars)
+        message = Message("tool", text, tool_call_id=call.id, name=call.name)
+        self.messages.append(message)
+        self._emit({"type": "tool", "turn": self.turn, "call": asdict(call), "message": message.to_dict(),
+                    "is_error": output.is_error, "duration_s": round(seconds, 4), "verdict": output.verdict,
+                    "data": {**output.data, **({"chars_cut": cut} if cut else {})}})
+        if output.verdict is not None:
+            self.status.last_verdict = brief_verdict(output.verdict)
+            if output.solution is not None:
+                self._consider(output.verdict, output.solution)
+        return output, seconds
+
+    def _consider(self, verdict: dict[str, Any], solution) -> None:
+        candidate = candidate_from_verdict(verdict, solution, self.turn)
+        if candidate is None or not better(candidate, self.best):
+            return
+        self.best = candidate
+        export_solution(candidate, self.directory / "best")
+        self._emit({"turn": self.turn, **candidate.event()})
+        self.status.best_speedup = candidate.speedup_vs_compile
+
+    def _append(self, message: Message, completion=None) -> None:
+        self.messages.append(message)
+        event: dict[str, Any] = {"type": "message", "turn": self.turn, "message": message.to_dict(),
+                                 "usage": None, "latency_s": None, "retries": 0, "finish_reason": None}
+        if completion is not None:
+            event.update(usage=asdict(completion.usage), latency_s=round(completion.latency_s, 4),
+                         retries=completion.retries, finish_reason=completion.finish_reason)
+        self._emit(event)
+
+    # -- the end --------------------------------------------------------------------------------
+    def _result_from(self, end: dict[str, Any], best: dict[str, Any] | None) -> EpisodeResult:
+        return EpisodeResult(self.episode_id, self.task.name, end["stop_reason"], end["turn"], end["elapsed_s"],
+                             Usage(**end.get("usage", {})), end.get("best"), self.directory,
+                             error=end.get("error", ""))
+
+    def _finish(self, stop: str, error: str) -> EpisodeResult:
+        best = self.best.summary() if self.best else None
+        elapsed = round(self._now(), 3)
+        if stop == "llm_error":
+            # The model's service failed, not the episode: leave it open so a rerun resumes it.
+            self._note("llm_error", error)
+            self._writer.close()
+            self.status.stop_reason = stop
+            self.on_status(self.status)
+            return EpisodeResult(self.episode_id, self.task.name, stop, self.turn, elapsed, self.usage, best,
+                                 self.directory, [round(x, 3) for x in self.overhead_ms], error)
+        end = {"type": "end", "turn": self.turn, "stop_reason": stop, "elapsed_s": elapsed,
+               "usage": asdict(self.usage), "best": best}
+        if error:
+            end["error"] = error
+        self._emit(end)
+        self._writer.close()
+        result = EpisodeResult(self.episode_id, self.task.name, stop, self.turn, elapsed, self.usage, best,
+                               self.directory, [round(x, 3) for x in self.overhead_ms], error)
+        write_atomic(self.directory / RESULT_FILE, json.dumps(result.to_dict(), indent=2))
+        self.status.stop_reason = stop
+        self.on_status(self.status)
+        return result
