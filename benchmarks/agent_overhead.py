@@ -104,9 +104,11 @@ def main() -> None:
     parser.add_argument("--overhead-episodes", type=int, default=4)
     parser.add_argument("--turns", type=int, default=40, help="turns per overhead episode")
     parser.add_argument("--judge-concurrency", type=int, default=None)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "agent_overhead.json")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="JSON results (default: benchmarks/results/agent_overhead-BACKEND.json)")
     args = parser.parse_args()
     backend = resolve_backend(args.device)
+    args.out = args.out or ROOT / "benchmarks" / "results" / f"agent_overhead-{backend}.json"
     console = Console()
     task = load_task(TASK)
     fast = TimingConfig(warmup_calls=2, min_calls=5, max_calls=10, target_seconds=0.2)

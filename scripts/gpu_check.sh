@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything that needs a GPU, in one call: the GPU tests (the honest and adversarial suites'
 # CUDA cases included), every example's CUDA solution through the judge, the demo, and the judge
-# benchmarks (latency, timing fidelity, guard overhead). Results go to $OUT (default ./gpu-results).
+# benchmarks (latency, timing fidelity, guard overhead), and the agent's GPU episode and overhead
+# benchmark. Results go to $OUT (default ./gpu-results).
 #
 #   scripts/gpu_check.sh            # all
 #   scripts/gpu_check.sh tests examples
@@ -11,7 +12,7 @@ OUT=${OUT:-gpu-results}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export CUDA_AGENT_CACHE=${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}
-parts=${*:-tests examples demo fidelity bench guards}
+parts=${*:-tests examples demo fidelity bench guards agent}
 status=0
 
 {
@@ -48,6 +49,10 @@ PY
     bench)
       python3 benchmarks/judge_latency.py --device cuda --out "$OUT/judge_latency.json" 2>&1 \
         | tee "$OUT/judge_latency.txt" || status=1 ;;
+    agent)
+      python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" tests/agent 2>&1 | tee "$OUT/agent-tests.log" || status=1
+      python3 benchmarks/agent_overhead.py --device cuda --out "$OUT/agent_overhead.json" 2>&1 \
+        | tee "$OUT/agent_overhead.txt" || status=1 ;;
     guards)
       python3 benchmarks/guard_overhead.py --device cuda --out "$OUT/guard_overhead.json" 2>&1 \
         | tee "$OUT/guard_overhead.txt" || status=1 ;;
