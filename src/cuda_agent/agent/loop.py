@@ -137,7 +137,8 @@ class Episode:
         self.settings = settings or AgentSettings()
         self.provider, self.device = provider, device
         self.episode_id = episode_id or uuid.uuid4().hex[:12]
-        self.hidden = [self.directory] + [Path(p) for p in hidden or []]
+        # bash may not read the trajectory, the exported best, or the judge's cache.
+        self.hidden = [self.directory, Path(judge.cache_dir)] + [Path(p) for p in hidden or []]
         self.on_status = on_status or (lambda status: None)
         self.toolbox = ToolBox(default_tools(self.settings.tool_limits))
         self.schema_tokens = estimate_tokens(json.dumps(self.toolbox.schemas()))
@@ -181,8 +182,7 @@ class Episode:
             raise EpisodeError(f"{self.directory} is not empty and holds no trajectory to resume; "
                                "choose a new output directory")
         self.directory.mkdir(parents=True, exist_ok=True)
-        cache_dir = getattr(getattr(self.judge, "judge", None), "cache_dir", None)
-        create_workspace(self.task, self.workspace, self.judge.backend, self.device, cache_dir=cache_dir)
+        create_workspace(self.task, self.workspace, self.judge.backend, self.device, cache_dir=self.judge.cache_dir)
         self._writer = TrajectoryWriter(self.trajectory_path)
         self._emit({"type": "header", "version": 1, "episode_id": self.episode_id,
                     "task": {"name": self.task.name, "sha256": self.task.sha256, "source": self.task.source},

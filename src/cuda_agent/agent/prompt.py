@@ -22,7 +22,8 @@ workspace. There is no web access.
 - `compile` builds your kernels with the judge's flags; `verify` checks ModelNew against the
   reference on fresh random inputs and weights; `profile` verifies and times it against eager
   PyTorch and torch.compile and reports the reward. These three are the judge: their verdicts are
-  the only ones that count.
+  the only ones that count. Where SKILL.md says `cuda-agent compile`, `cuda-agent verify` or
+  `cuda-agent profile`, call these tools; the judge cannot be run from bash.
 - `finish` ends the episode. The best correct solution you profiled is kept, so finish once
   further work is unlikely to make it faster.
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Protocol
 
 from ..judge.config import JudgeConfig
@@ -21,6 +22,7 @@ from ..task import Task
 
 class JudgePool(Protocol):
     backend: str
+    cache_dir: Path  # the judge's builds, baselines and workspace registry
 
     async def evaluate(self, task: Task, solution: Solution, stage: str) -> Verdict:
         ...
@@ -42,6 +44,7 @@ class LocalJudgePool:
 
         self.judge = Judge(config)
         self.backend = self.judge.backend
+        self.cache_dir = self.judge.cache_dir
         self.max_concurrent = max_concurrent or default_concurrency()
         self._executor = ThreadPoolExecutor(self.max_concurrent, thread_name_prefix="judge")
         self._closed = False
