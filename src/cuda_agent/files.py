@@ -7,14 +7,15 @@ import tempfile
 from pathlib import Path
 
 
-def write_atomic(path: Path, text: str, mode: int | None = None) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename (replacing a read-only
-    file too); ``mode`` sets its permissions."""
+def write_atomic(path: Path, data: str | bytes, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename (replacing a read-only
+    file, or a link, rather than writing through it); ``mode`` sets its permissions. Bytes are
+    written exactly as given; text in the default encoding."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as fh:
+            fh.write(data)
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)

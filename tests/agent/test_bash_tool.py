@@ -46,6 +46,31 @@ def box() -> ToolBox:
     return ToolBox(default_tools())
 
 
+def pid_namespace_available() -> bool:
+    return asyncio.run(shell.namespaces()).pid
+
+
+@pytest.fixture(params=["pid_namespace", "fallback"])
+def mode(request, monkeypatch) -> str:
+    """Run the test with the command in a PID namespace, and without one (as where the OS
+    refuses it): the guarantees that do not depend on the namespace must hold either way."""
+    if request.param == "pid_namespace":
+        if not pid_namespace_available():
+            pytest.skip("no PID namespace here (it needs CAP_SYS_ADMIN)")
+    else:
+        real = shell.namespaces
+
+        async def without_pid() -> shell.Namespaces:
+            return shell.Namespaces(network=(await real()).network, pid=False)
+
+        monkeypatch.setattr(shell, "namespaces", without_pid)
+    return request.param
+
+
+# The pid as /proc shows it (the host's), which a PID namespace's $$ and $! are not.
+HOST_PID = "read pid _ < /proc/self/stat; echo $pid"
+
+
 async def abash(box: ToolBox, ctx: ToolContext, command: str, **args) -> ToolOutput:
     return await box.call(ToolCall("c", "bash", json.dumps({"command": command, **args})), ctx)
 
@@ -63,16 +88,32 @@ def gone(pid: int) -> bool:
     return state in ("Z", "X")
 
 
-def test_output_is_interleaved_and_the_exit_code_reported(box, ctx):
+def test_output_is_interleaved_and_the_exit_code_reported(box, ctx, mode):
     out = bash(box, ctx, "echo one; echo two >&2; echo three; exit 3")
     assert not out.is_error
     assert out.text == "one\ntwo\nthree\n[exit code 3]"
     assert out.data["exit_code"] == 3 and out.data["timed_out"] is False
     assert bash(box, ctx, "true").text == "(no output)\n[exit code 0]"
     assert "killed by SIGKILL" in bash(box, ctx, "kill -9 $$").text
+    assert "killed by SIGTERM" in bash(box, ctx, "kill $$").text
+    assert bash(box, ctx, "trap 'echo caught' TERM; kill $$; echo after").text == "caught\nafter\n[exit code 0]"
+    assert "command not found\n[exit code 127]" in bash(box, ctx, "no-such-command-here").text
 
 
-def test_each_call_is_a_fresh_shell_in_the_workspace(box, ctx, ws, monkeypatch):
+def test_ordinary_commands_work(box, ctx, ws, mode):
+    (ws / "kernels" / "a.txt").write_text("b\na\nc\n")
+    assert bash(box, ctx, "cd kernels && sort a.txt | head -n 2 | tr a-z A-Z").text == "A\nB\n[exit code 0]"
+    # a writer to a closed pipe dies of SIGPIPE, as in any shell
+    assert bash(box, ctx, "yes | head -n 1; echo ${PIPESTATUS[0]}").text == "y\n141\n[exit code 0]"
+    out = bash(box, ctx, "(sleep 0.3; echo late) & sleep 0.1 & wait; echo done; false")
+    assert out.text == "late\ndone\n[exit code 1]"
+    out = bash(box, ctx, "python3 -c 'import sys; print(sys.argv[1:]); sys.exit(5)' x 'y z'")
+    assert out.text == "['x', 'y z']\n[exit code 5]"
+    if shell._cuda_bin():
+        assert "Cuda compilation tools" in bash(box, ctx, "nvcc --version").text
+
+
+def test_each_call_is_a_fresh_shell_in_the_workspace(box, ctx, ws, monkeypatch, mode):
     monkeypatch.setenv("SECRET_API_KEY", "sk-do-not-leak")
     bash(box, ctx, "cd kernels && export FOO=bar")
     out = bash(box, ctx, 'pwd; echo "foo=$FOO"; echo "home=$HOME"; env')
@@ -82,9 +123,10 @@ def test_each_call_is_a_fresh_shell_in_the_workspace(box, ctx, ws, monkeypatch):
     assert "sk-do-not-leak" not in out.text and "SECRET_API_KEY" not in out.text
 
 
-def test_timeout_kills_the_whole_process_group(box, ctx, ws):
+def test_timeout_kills_the_whole_process_group(box, ctx, ws, mode):
     started = time.monotonic()
-    out = bash(box, ctx, "echo before; sleep 60 & echo $! > bg.pid; sleep 60", timeout_s=1)
+    out = bash(box, ctx, f"echo before; sh -c '{HOST_PID} > bg.pid; exec sleep 60' & "
+                         "while [ ! -s bg.pid ]; do sleep 0.05; done; sleep 60", timeout_s=1)
     assert time.monotonic() - started < 10
     assert out.is_error and out.data["timed_out"] is True
     assert "timed out after 1 s" in out.text and "before" in out.text
@@ -97,22 +139,51 @@ def test_the_limit_caps_the_requested_timeout(box, ctx):
     assert out.data["timed_out"] is True and "after 1 s" in out.text
 
 
-def test_background_jobs_end_with_the_command(box, ctx):
+def test_background_jobs_end_with_the_command(box, ctx, mode):
     started = time.monotonic()
-    out = bash(box, ctx, "sleep 60 & echo $!")
+    out = bash(box, ctx, f"sh -c '{HOST_PID} > bg.pid; exec sleep 60' & "
+                         "while [ ! -s bg.pid ]; do sleep 0.05; done; cat bg.pid")
     assert time.monotonic() - started < 5 and out.data["exit_code"] == 0
     assert gone(int(out.text.splitlines()[0]))
 
 
-def test_processes_that_leave_the_session_are_killed_too(box, ctx):
+def test_processes_that_leave_the_session_are_killed_too(box, ctx, mode):
     # The pid file is written only once the child has its own session.
-    out = bash(box, ctx, "setsid sh -c 'echo $$ > esc.pid; exec sleep 60' & "
+    out = bash(box, ctx, f"setsid sh -c '{HOST_PID} > esc.pid; exec sleep 60' & "
                          "while [ ! -s esc.pid ]; do sleep 0.05; done; cat esc.pid")
     assert gone(int(out.text.splitlines()[0]))
-    assert out.data["escaped_killed"] == 1 and "were killed" in out.text
+    assert out.data["sandbox"]["pid_namespace"] is (mode == "pid_namespace")
+    if mode == "fallback":  # found through the output pipe it still held
+        assert out.data["escaped_killed"] == 1 and "were killed" in out.text
+    else:  # gone with the namespace, before anything had to look for it
+        assert out.data["escaped_killed"] == 0
 
 
-def test_long_output_keeps_head_and_tail(box, ctx):
+def test_a_detached_process_cannot_outlive_the_command(box, ctx, ws):
+    if not pid_namespace_available():
+        pytest.skip("no PID namespace here (it needs CAP_SYS_ADMIN)")
+    # It leaves the session and closes the output, so only the namespace can find it.
+    survivor = (f"{HOST_PID} > surv.pid; sleep 2; chmod u+w model.py; echo hacked > model.py; "
+                "echo alive > late.txt; exec sleep 123")
+    out = bash(box, ctx, f"setsid bash -c '{survivor}' >/dev/null 2>&1 </dev/null & "
+                         "while [ ! -s surv.pid ]; do sleep 0.05; done; echo started")
+    assert out.text == "started\n[exit code 0]" and out.data["sandbox"]["pid_namespace"] is True
+    assert "PID namespace of its own" in out.data["sandbox"]["processes"]
+    pid = int((ws / "surv.pid").read_text())
+    time.sleep(3)
+    assert gone(pid)
+    assert not (ws / "late.txt").exists()
+    assert (ws / "model.py").read_text() == "original model.py\n"
+    assert stat.S_IMODE((ws / "model.py").stat().st_mode) == 0o444
+
+
+def test_the_sandbox_says_whether_it_has_a_pid_namespace(box, ctx, mode):
+    sandbox = bash(box, ctx, "true").data["sandbox"]
+    assert sandbox["pid_namespace"] is (mode == "pid_namespace")
+    assert sandbox["processes"].startswith("a PID namespace" if mode == "pid_namespace" else "no PID namespace")
+
+
+def test_long_output_keeps_head_and_tail(box, ctx, mode):
     out = bash(box, ctx, "echo START; yes middle-line | head -n 200000; echo END")
     assert out.text.startswith("START\n") and out.text.endswith("END\n[exit code 0]")
     assert "characters cut from the middle" in out.text
@@ -185,7 +256,7 @@ def test_runs_unconfined_where_landlock_is_unavailable_and_says_so(box, ctx, mon
     "rm -f model.py SKILL.md && ln -s /etc/hostname model.py && mkdir SKILL.md && touch SKILL.md/x",
     "chmod 777 model.py SKILL.md",
 ])
-def test_protected_files_are_restored(box, ctx, ws, attack):
+def test_protected_files_are_restored(box, ctx, ws, attack, mode):
     out = bash(box, ctx, attack)
     for name in ("model.py", "SKILL.md"):
         path = ws / name

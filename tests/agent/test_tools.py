@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from cuda_agent.agent.messages import ToolCall
 from cuda_agent.agent.tools import (Tool, ToolBox, ToolContext, ToolLimits, ToolOutput, default_tools,
                                     protected_files)
 from cuda_agent.cluster import LocalJudgePool
+from cuda_agent.judge.verdict import Verdict
 from cuda_agent.workspace import create_workspace
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "solutions" / "cpu"
@@ -275,6 +277,37 @@ def test_protected_files_cannot_be_changed_by_any_name(box, ctx, ws, tool, args)
     assert (ws / "model.py").read_text() == "class Model: pass\n"
 
 
+@pytest.mark.parametrize("tool,args", [
+    ("write", {"content": "x"}),
+    ("edit", {"old_string": "a", "new_string": "b"}),
+    ("multi_edit", {"edits": [{"old_string": "a", "new_string": "b"}]}),
+])
+def test_writes_never_follow_a_symbolic_link_inside_the_workspace(box, ctx, ws, tool, args):
+    (ws / "elsewhere").mkdir()
+    (ws / "elsewhere" / "k.cpp").write_text("a")
+    (ws / "notes.txt").write_text("a")
+    (ws / "kernels" / "sub").symlink_to(ws / "elsewhere")
+    (ws / "kernels" / "alias.cpp").symlink_to(ws / "notes.txt")
+    for path in ("kernels/sub/k.cpp", "kernels/sub/new/n.cpp", "kernels/alias.cpp"):
+        ctx.read_files.add(path)
+        text = err(box, ctx, tool, path=path, **args)
+        assert "is a symbolic link" in text and "never write through" in text, path
+    assert "kernels/sub is a symbolic link" in err(box, ctx, tool, path="kernels/sub/k.cpp", **args)
+    assert (ws / "elsewhere" / "k.cpp").read_text() == "a" and (ws / "notes.txt").read_text() == "a"
+    assert not (ws / "elsewhere" / "new").exists()
+    assert "a" in ok(box, ctx, "read", path="kernels/sub/k.cpp").text  # reading through it is fine
+
+
+def test_writes_through_a_directory_linked_out_of_the_workspace_are_refused(box, ctx, ws, tmp_path):
+    target = tmp_path / "etc"
+    target.mkdir()
+    shutil.rmtree(ws / "kernels")
+    (ws / "kernels").symlink_to(target)
+    text = err(box, ctx, "write", path="kernels/k_binding.cpp", content="x")
+    assert "symbolic link" in text
+    assert list(target.iterdir()) == []
+
+
 def test_reads_outside_the_workspace_or_in_hidden_paths_are_refused(box, ctx, ws, tmp_path):
     (tmp_path / "secret.txt").write_text("s")
     assert "outside the workspace" in err(box, ctx, "read", path="../secret.txt")
@@ -297,6 +330,62 @@ def test_hidden_paths_inside_the_workspace_are_refused_and_unlisted(box, ctx, ws
     assert "not accessible" in err(box, ctx, "write", path="private/new.txt", content="x")
     assert "private" not in ok(box, ctx, "glob", pattern="**/*").text
     assert ok(box, ctx, "grep", pattern="secret").text.startswith("no matches")
+
+
+# -- files that are not regular ----------------------------------------------------------------
+@pytest.fixture
+def fifo(ws: Path):
+    path = ws / "kernels" / "p"
+    os.mkfifo(path)
+    yield path
+    try:  # unblock a reader stuck in open(), should a tool have become one
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:
+        pass
+
+
+def call_within(seconds: float, box: ToolBox, ctx: ToolContext, name: str, **args: Any) -> ToolOutput:
+    """The call's result; fails if it is still running after ``seconds`` (a FIFO blocks forever)."""
+    result: list[ToolOutput] = []
+    thread = threading.Thread(target=lambda: result.append(call(box, ctx, name, args)), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert result, f"{name} {args} still blocked after {seconds} s"
+    return result[0]
+
+
+def test_a_fifo_is_refused_without_blocking(box, ctx, ws, fifo):
+    (ws / "kernels" / "k.cpp").write_text("int k;\n")
+    for name, args in [("read", {}), ("edit", {"old_string": "a", "new_string": "b"}),
+                       ("multi_edit", {"edits": [{"old_string": "a", "new_string": "b"}]})]:
+        out = call_within(5, box, ctx, name, path="kernels/p", **args)
+        assert out.is_error and "not a regular file" in out.text, out.text
+    out = call_within(5, box, ctx, "grep", pattern="int")
+    assert not out.is_error and out.text == "kernels/k.cpp:1: int k;"
+    out = call_within(5, box, ctx, "grep", pattern="int", path="kernels/p")
+    assert out.text.startswith("no matches")
+    assert call_within(5, box, ctx, "glob", pattern="kernels/*").text == "kernels/k.cpp"
+
+
+def test_file_tools_leave_the_event_loop_free(box, ctx, ws, monkeypatch):
+    from cuda_agent.agent.tools import files
+
+    release, waited = threading.Event(), []
+    real = files.read_regular
+
+    def slow(*args: Any) -> bytes:
+        waited.append(release.wait(3))  # set only by the event loop, so only if it is not blocked
+        return real(*args)
+
+    monkeypatch.setattr(files, "read_regular", slow)
+
+    async def main() -> ToolOutput:
+        task = asyncio.create_task(box.call(ToolCall("c", "read", json.dumps({"path": "model.py"})), ctx))
+        await asyncio.sleep(0.05)
+        release.set()  # the loop got here while read was waiting on its "disk"
+        return await task
+
+    assert "class Model" in asyncio.run(main()).text and waited == [True]
 
 
 # -- glob, grep -------------------------------------------------------------------------------
@@ -353,6 +442,55 @@ def test_tool_text_is_capped_by_the_limits(box, ctx, ws):
     (ws / "big.txt").write_text("y" * 20_000 + "\n")
     out = ok(box, ctx, "read", path="big.txt")
     assert len(out.text) <= ctx.limits.max_output_chars + 200
+
+
+# -- judge tools: what they read ---------------------------------------------------------------
+class RecordingJudge:
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    async def evaluate(self, task, solution, stage):
+        self.seen.append(solution)
+        return Verdict("ok", stage=stage)
+
+
+@pytest.mark.parametrize("plant", ["model", "kernels", "kernel_file", "nested_dir"])
+def test_judge_tools_refuse_symbolic_links(box, ctx, ws, tmp_path, plant):
+    secret = tmp_path / "other-episode"
+    (secret / "kernels").mkdir(parents=True)
+    (secret / "model_new.py").write_text("stolen = 1\n")
+    (secret / "kernels" / "k.cpp").write_text("// stolen\n")
+    (ws / "kernels" / "own.cpp").write_text("// own\n")
+    if plant == "model":
+        (ws / "model_new.py").unlink()
+        (ws / "model_new.py").symlink_to(secret / "model_new.py")
+        link = "model_new.py"
+    elif plant == "kernels":
+        shutil.rmtree(ws / "kernels")
+        (ws / "kernels").symlink_to(secret / "kernels")
+        link = "kernels"
+    elif plant == "kernel_file":
+        (ws / "kernels" / "k.cpp").symlink_to(secret / "kernels" / "k.cpp")
+        link = "kernels/k.cpp"
+    else:
+        (ws / "kernels" / "sub").mkdir()
+        (ws / "kernels" / "sub" / "deep").symlink_to(secret / "kernels")
+        link = "kernels/sub/deep"
+    ctx.judge = RecordingJudge()
+    for stage in ("compile", "verify", "profile"):
+        out = call(box, ctx, stage)
+        assert out.is_error and out.verdict is None and out.data["status"] == "symlink"
+        assert f"{link} is a symbolic link" in out.text and "regular file" in out.text
+        assert "stolen" not in out.text and out.data["links"] == [link]
+    assert ctx.judge.seen == []
+
+
+def test_judge_tools_take_a_workspace_without_links(box, ctx, ws):
+    (ws / "kernels" / "own.cpp").write_text("// own\n")
+    ctx.judge = RecordingJudge()
+    out = call(box, ctx, "compile")
+    assert not out.is_error and out.verdict["status"] == "ok"
+    assert ctx.judge.seen[0].files == {"model_new.py": "class ModelNew: pass\n", "kernels/own.cpp": "// own\n"}
 
 
 # -- judge tools, end to end on the cpu backend -----------------------------------------------

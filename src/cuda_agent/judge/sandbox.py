@@ -2,11 +2,11 @@
 
 Applied in the child between fork and exec, in this order: a new session (so the whole process
 group can be killed), resource limits, no core dumps, a new network namespace where the OS
-allows it, a Landlock ruleset (candidates: writes only to their private directory, the judge's
-cache hidden, no TCP, no signals out), and, when the judge runs as root, the switch to an
-unprivileged user. The environment is rebuilt from scratch rather than inherited. What was
-actually applied is measured inside the worker and recorded, because isolation that silently
-failed is worse than none.
+allows it (and, on request, a new PID namespace for the process's children), a Landlock ruleset
+(candidates: writes only to their private directory, the judge's cache hidden, no TCP, no
+signals out), and, when the judge runs as root, the switch to an unprivileged user. The
+environment is rebuilt from scratch rather than inherited. What was actually applied is measured
+inside the worker and recorded, because isolation that silently failed is worse than none.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 from .landlock import restrict_self
 
 CLONE_NEWNET = 0x40000000
+CLONE_NEWPID = 0x20000000
 PR_CAPBSET_DROP = 24
 _CAPABILITY_VERSION_3 = 0x20080522
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
@@ -61,6 +62,9 @@ class SandboxPolicy:
     run_as: tuple[int, int] | None = None   # (uid, gid) to switch to; needs root
     drop_capabilities: bool = False  # stay uid 0 (when no other user will do) but without privileges
     max_processes: int = 4096        # threads count too; applied only with run_as (per-user limit)
+    # The exec'd program's children start a PID namespace; the first is its init, and when that
+    # init exits every process in the namespace is killed. Needs CAP_SYS_ADMIN.
+    new_pid_namespace: bool = False
 
 
 def unprivileged_ids() -> tuple[int, int] | None:
@@ -114,6 +118,9 @@ def make_preexec(policy: SandboxPolicy):
         if policy.isolate_network:
             # Fails without CAP_SYS_ADMIN; the worker then reports that it still sees the network.
             _LIBC.unshare(CLONE_NEWNET)
+        if policy.new_pid_namespace:
+            # Before capabilities go. Fails without CAP_SYS_ADMIN; the caller checks and reports.
+            _LIBC.unshare(CLONE_NEWPID)
         if policy.landlock_fd >= 0:
             # A failure shows in the worker's own write probe, which is what gets recorded.
             restrict_self(policy.landlock_fd)

@@ -1,18 +1,21 @@
 """The file tools: read, write, edit and multi_edit, all confined to the workspace.
 
 Writes go through a temporary file and a rename, so a file is never seen half written and a
-hard link to another file (a protected one, say) is replaced rather than written through.
+hard link to another file (a protected one, say) is replaced rather than written through; paths
+through a symbolic link are refused. Only regular files are read: a FIFO or device would block.
+The tools' file I/O runs in a worker thread, so a slow disk never stalls the shared event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...files import write_atomic
 from .base import Tool, ToolContext, ToolError, ToolLimits, ToolOutput
 from .paths import relative, resolve, resolve_writable
 
@@ -21,27 +24,59 @@ MAX_TEXT_BYTES = 8 * 1024**2    # files larger than this are not loaded as text
 SNIPPET_CONTEXT = 3             # lines shown around an edit
 SNIPPET_MAX_LINES = 24
 NEW_FILE_MODE = 0o644
+BINARY_PROBE = 8192             # a NUL byte in this many leading bytes marks a binary file
 
 _PATH = {"type": "string", "description": "File path, relative to the workspace (e.g. kernels/relu.cpp)."}
 
 
 # -- helpers ----------------------------------------------------------------------------------
-def load_text(path: Path, rel: str) -> str:
-    """A workspace file's text, exactly as stored (line endings kept); ToolError if it is not text."""
-    if not path.exists():
-        raise ToolError(f"{rel} does not exist; use glob to list the workspace's files")
-    if path.is_dir():
-        raise ToolError(f"{rel} is a directory; use glob (e.g. pattern '{rel}/*') to list its files")
+def read_regular(path: Path, rel: str, max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes``; ToolError for anything else.
+
+    Opened non-blocking and checked with fstat before reading: opening or reading a FIFO
+    would otherwise wait forever for a writer."""
     try:
-        size = path.stat().st_size
-        if size > MAX_TEXT_BYTES:
-            raise ToolError(f"{rel} is {size} bytes, more than the {MAX_TEXT_BYTES} bytes the file tools "
-                            "handle; inspect it with bash (head, tail, grep) instead")
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ToolError(f"{rel} does not exist; use glob to list the workspace's files") from None
     except OSError as exc:
         raise ToolError(f"{rel} cannot be read: {exc.strerror or exc}") from None
-    if b"\0" in data[:8192]:
-        raise ToolError(f"{rel} is a binary file ({size} bytes); the file tools handle text only")
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ToolError(f"{rel} is a directory; use glob (e.g. pattern '{rel}/*') to list its files")
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(f"{rel} is not a regular file (a FIFO, socket or device); the file tools "
+                            "handle regular files only")
+        if info.st_size > max_bytes:
+            raise ToolError(f"{rel} is {info.st_size} bytes, more than the {max_bytes} bytes the file "
+                            "tools handle; inspect it with bash (head, tail, grep) instead")
+        chunks, size = [], 0
+        while size <= max_bytes:  # the file may grow after fstat
+            chunk = os.read(fd, max_bytes + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise ToolError(f"{rel} cannot be read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if size > max_bytes:
+        raise ToolError(f"{rel} is more than the {max_bytes} bytes the file tools handle; inspect it "
+                        "with bash (head, tail, grep) instead")
+    return b"".join(chunks)
+
+
+def is_binary(data: bytes) -> bool:
+    return b"\0" in data[:BINARY_PROBE]
+
+
+def load_text(path: Path, rel: str) -> str:
+    """A workspace file's text, exactly as stored (line endings kept); ToolError if it is not text."""
+    data = read_regular(path, rel, MAX_TEXT_BYTES)
+    if is_binary(data):
+        raise ToolError(f"{rel} is a binary file ({len(data)} bytes); the file tools handle text only")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -50,27 +85,29 @@ def load_text(path: Path, rel: str) -> str:
 
 
 def store_text(path: Path, text: str, rel: str) -> bool:
-    """Write ``text`` atomically, keeping an existing file's permissions. True if it was created."""
+    """Write ``text`` atomically, keeping an existing file's permissions. True if it was created.
+    ``path`` comes from ``resolve_writable``, so no component of it is a link."""
     try:
-        return _store(path, text)
+        try:
+            mode = stat.S_IMODE(os.lstat(path).st_mode)
+            existed = True
+        except FileNotFoundError:
+            mode, existed = NEW_FILE_MODE, False
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, text.encode("utf-8"), mode)
     except OSError as exc:
         raise ToolError(f"{rel} could not be written: {exc.strerror or exc}") from None
-
-
-def _store(path: Path, text: str) -> bool:
-    existed = path.exists()
-    mode = stat.S_IMODE(path.stat().st_mode) if existed else NEW_FILE_MODE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return not existed
+
+
+class BlockingTool(Tool):
+    """A tool whose work is plain blocking file I/O, done in a worker thread."""
+
+    def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        raise NotImplementedError
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        return await asyncio.to_thread(self.call, args, ctx)
 
 
 def _clip_line(line: str) -> str:
@@ -89,7 +126,7 @@ def _count_lines(text: str) -> int:
 
 
 # -- read -------------------------------------------------------------------------------------
-class ReadTool(Tool):
+class ReadTool(BlockingTool):
     name = "read"
     description = (
         "Read a text file of the workspace. Lines come numbered like `cat -n` (number, tab, text); "
@@ -114,7 +151,7 @@ class ReadTool(Tool):
         # The instance's description states the line cap the episode's limits will apply.
         self.description = self.description.format(max_lines=(limits or ToolLimits()).max_read_lines)
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+    def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         path = resolve(ctx, args["path"])
         rel = relative(ctx, path)
         lines = load_text(path, rel).splitlines()
@@ -149,7 +186,7 @@ def _fit(lines: list[str], first: int, budget: int) -> tuple[list[str], int]:
 
 
 # -- write ------------------------------------------------------------------------------------
-class WriteTool(Tool):
+class WriteTool(BlockingTool):
     name = "write"
     description = (
         "Write a whole file in the workspace, creating it (and its parent directories) or "
@@ -168,7 +205,7 @@ class WriteTool(Tool):
         "additionalProperties": False,
     }
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+    def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         path = resolve_writable(ctx, args["path"])
         rel = relative(ctx, path)
         if path.exists() and rel not in ctx.read_files:
@@ -237,7 +274,7 @@ def _replacements(count: int) -> str:
     return f"{count} occurrence" + ("" if count == 1 else "s")
 
 
-class EditTool(Tool):
+class EditTool(BlockingTool):
     name = "edit"
     description = (
         "Replace text in an existing workspace file: old_string must match the file exactly "
@@ -259,7 +296,7 @@ class EditTool(Tool):
         "additionalProperties": False,
     }
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+    def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         path, rel, text = _edit_target(ctx, args["path"])
         text, change = _apply(text, args["old_string"], args["new_string"], bool(args.get("replace_all")), rel, "")
         store_text(path, text, rel)
@@ -267,7 +304,7 @@ class EditTool(Tool):
                           f"{_snippet(text, change)}", data={"path": rel, "replacements": change.count})
 
 
-class MultiEditTool(Tool):
+class MultiEditTool(BlockingTool):
     name = "multi_edit"
     description = (
         "Make several replacements in one workspace file, in order, each working on the result "
@@ -300,7 +337,7 @@ class MultiEditTool(Tool):
         "additionalProperties": False,
     }
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+    def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         path, rel, text = _edit_target(ctx, args["path"])
         edits = args["edits"]
         total = 0

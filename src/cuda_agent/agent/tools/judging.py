@@ -3,16 +3,20 @@
 Each loads the candidate files from the workspace (only model_new.py and kernels/ count), sends
 them to the episode's judge pool, and turns the verdict into a short report for the model. The
 verdict and the judged solution ride along in the result, so the loop can keep the best one.
+The files are read outside the sandbox, so symbolic links among them are refused: through one,
+bash could point the judge at files it may not read itself.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+from pathlib import Path
 from typing import Any
 
 from ...errors import SolutionFormatError
 from ...judge.verdict import Verdict, render_feedback
-from ...solution import load_solution
+from ...solution import KERNEL_DIR, MODEL_FILE, load_solution
 from .base import Tool, ToolContext, ToolOutput
 
 MAX_COMPILER_OUTPUT = 4_000  # characters of compiler output shown after a compile error
@@ -48,6 +52,40 @@ def report(stage: str, verdict: Verdict) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def solution_links(workspace: Path) -> list[str]:
+    """The symbolic links among the files the judge takes: model_new.py, kernels/ and what it holds."""
+    links = [name for name in (MODEL_FILE, KERNEL_DIR) if (workspace / name).is_symlink()]
+    kernels = workspace / KERNEL_DIR
+    if KERNEL_DIR in links or not kernels.is_dir():
+        return links
+    for directory, dirs, names in os.walk(kernels):  # os.walk does not descend into linked directories
+        for name in sorted(dirs + names):
+            path = Path(directory) / name
+            if path.is_symlink():
+                links.append(path.relative_to(workspace).as_posix())
+    return sorted(links)
+
+
+class _Linked(Exception):
+    def __init__(self, links: list[str]) -> None:
+        super().__init__(links)
+        self.links = links
+
+
+def _load(workspace: Path) -> Any:
+    if links := solution_links(workspace):
+        raise _Linked(links)
+    return load_solution(workspace)
+
+
+def _links_text(stage: str, links: list[str]) -> str:
+    shown = ", ".join(links[:10]) + (f" and {len(links) - 10} more" if len(links) > 10 else "")
+    verb = "is a symbolic link" if len(links) == 1 else "are symbolic links"
+    return (f"{stage}: not judged: {shown} {verb}, and the judge takes only regular files. Replace each "
+            "link with a regular file (kernels/ with a real directory) holding the content, e.g. "
+            f"`cp --remove-destination \"$(readlink -f LINK)\" LINK`, then call {stage} again.")
+
+
 class _JudgeTool(Tool):
     stage: str
     parameters = _NO_ARGUMENTS
@@ -57,10 +95,13 @@ class _JudgeTool(Tool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         try:
-            solution = await asyncio.to_thread(load_solution, ctx.workspace)
+            solution = await asyncio.to_thread(_load, ctx.workspace)
         except SolutionFormatError as exc:
             return ToolOutput(f"{self.stage}: the workspace does not hold a solution yet: {exc}",
                               is_error=True, data={"stage": self.stage, "status": "format_error"})
+        except _Linked as exc:
+            return ToolOutput(_links_text(self.stage, exc.links), is_error=True,
+                              data={"stage": self.stage, "status": "symlink", "links": exc.links[:50]})
         verdict = await ctx.judge.evaluate(ctx.task, solution, self.stage)
         return ToolOutput(report(self.stage, verdict), is_error=self.failed(verdict), verdict=verdict.to_dict(),
                           solution=solution, data={"stage": self.stage, "status": verdict.status})

@@ -2,11 +2,14 @@
 
 Every path a file tool touches is resolved (symbolic links included) and must land inside the
 workspace: ``..``, absolute paths elsewhere and links that lead out are refused. Writes are also
-refused for the judge's protected files, whichever name or link they are reached through.
+refused for the judge's protected files, whichever name or link they are reached through, and
+for any path that passes through a symbolic link: a write never follows one.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path, PurePosixPath
 
 from .base import ToolContext, ToolError
@@ -24,7 +27,7 @@ def relative(ctx: ToolContext, path: Path) -> str:
     return PurePosixPath(rel).as_posix() if rel.parts else "."
 
 
-def _inside(path: Path, root: Path) -> bool:
+def inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
@@ -51,17 +54,17 @@ def resolve(ctx: ToolContext, raw: str) -> Path:
         raise ToolError(f"the path {raw!r} contains a NUL character; {PATH_HINT}")
     root = workspace_root(ctx)
     written = _normalised(ctx, raw.strip())
-    if not _inside(written, root):
+    if not inside(written, root):
         raise ToolError(f"{raw} is outside the workspace ({root}); the file tools work only on the "
                         f"workspace's files: {PATH_HINT}")
     try:
         real = written.resolve()
     except (OSError, RuntimeError) as exc:  # a loop of symbolic links, say
         raise ToolError(f"{raw} cannot be resolved ({exc}); {PATH_HINT}") from None
-    if not _inside(real, root):
+    if not inside(real, root):
         raise ToolError(f"{raw} is a symbolic link (or lies under one) that leads outside the workspace, "
                         f"to {real}; the file tools work only on the workspace's files: {PATH_HINT}")
-    if any(_inside(real, hidden) for hidden in hidden_in_workspace(ctx)):
+    if any(inside(real, hidden) for hidden in hidden_in_workspace(ctx)):
         raise ToolError(f"{raw} is not accessible to the agent; {PATH_HINT}")
     return real
 
@@ -74,18 +77,38 @@ def hidden_in_workspace(ctx: ToolContext) -> list[Path]:
     return [h for h in (p.resolve() for p in ctx.hidden) if h != root and root in h.parents]
 
 
+def _first_link(root: Path, path: Path) -> Path | None:
+    """The first component of ``path`` below ``root`` that is a symbolic link, if any."""
+    current = root
+    for part in path.relative_to(root).parts:
+        current = current / part
+        try:
+            if stat.S_ISLNK(os.lstat(current).st_mode):
+                return current
+        except OSError:
+            return None  # the rest does not exist (yet), so it holds no link
+    return None
+
+
 def resolve_writable(ctx: ToolContext, raw: str) -> Path:
-    """Like ``resolve``, and also refuses the protected files, by name or through a link."""
+    """Like ``resolve``, and also refuses the protected files, by name or through a link, and
+    paths through a symbolic link. The path returned holds no link, so writing it follows none."""
     real = resolve(ctx, raw)
     root = workspace_root(ctx)
     written = _normalised(ctx, raw.strip())
     for candidate in (written, real):
-        rel = relative(ctx, candidate) if _inside(candidate, root) else ""
+        rel = relative(ctx, candidate) if inside(candidate, root) else ""
         if rel in ctx.protected:
             raise ToolError(
                 f"{rel} is protected: it belongs to the judge, which always uses its own copy. You may "
                 "read it but not change it; put your code in model_new.py and kernels/ instead."
             )
+    link = _first_link(root, written)
+    if link is not None:
+        rel = relative(ctx, link)
+        raise ToolError(f"{rel} is a symbolic link, and the file tools never write through one. Write "
+                        f"the file by its real path, or replace the link with a regular file or "
+                        f"directory (bash: rm {rel}) and write again.")
     if real.is_dir():
         raise ToolError(f"{raw} is a directory; give the path of a file inside it")
-    return real
+    return written

@@ -1,7 +1,7 @@
 """The search tools: glob (files by name pattern) and grep (lines by regular expression).
 
 Both stay inside the workspace and run in a worker thread, so a large tree never stalls the
-event loop that other episodes share.
+event loop that other episodes share. Only regular files are listed and searched.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .base import Tool, ToolContext, ToolError, ToolOutput
-from .paths import hidden_in_workspace, relative, resolve, workspace_root
+from .files import is_binary, read_regular
+from .paths import hidden_in_workspace, inside, relative, resolve, workspace_root
 
 MAX_SCAN = 20_000                 # files looked at per call, before giving up on the rest
 MAX_GREP_FILE_BYTES = 1024**2     # larger files are skipped by grep
@@ -24,10 +25,6 @@ MAX_CONTEXT = 10
 SKIP_DIRS = frozenset({".git", "__pycache__", ".mypy_cache", ".pytest_cache"})
 
 _DIR = {"type": "string", "description": "Directory to search, relative to the workspace (default: the workspace)."}
-
-
-def _inside(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
 
 
 def _search_root(ctx: ToolContext, raw: str | None) -> Path:
@@ -63,11 +60,7 @@ class GlobTool(Tool):
         if pattern.startswith("/") or ".." in PurePosixPath(pattern).parts:
             raise ToolError(f"the pattern {pattern!r} must be relative and may not contain '..'; "
                             "give the directory as path and a relative pattern such as '*.cpp'")
-        base = _search_root(ctx, args.get("path"))
-        if not base.is_dir():
-            raise ToolError(f"{relative(ctx, base)} is not a directory; glob's path names the directory "
-                            "to search in")
-        found, scanned_all = await asyncio.to_thread(_glob, base, pattern, ctx)
+        base, found, scanned_all = await asyncio.to_thread(_glob_under, args.get("path"), pattern, ctx)
         where = relative(ctx, base)
         if not found:
             hint = " ('**' alone matches directories; use '**/*' for every file)" if pattern.endswith("**") else ""
@@ -82,6 +75,14 @@ class GlobTool(Tool):
         return ToolOutput("\n".join(lines), data={"matches": len(found), "complete": scanned_all})
 
 
+def _glob_under(raw: str | None, pattern: str, ctx: ToolContext) -> tuple[Path, list[tuple[str, float]], bool]:
+    base = _search_root(ctx, raw)
+    if not base.is_dir():
+        raise ToolError(f"{relative(ctx, base)} is not a directory; glob's path names the directory "
+                        "to search in")
+    return (base, *_glob(base, pattern, ctx))
+
+
 def _glob(base: Path, pattern: str, ctx: ToolContext) -> tuple[list[tuple[str, float]], bool]:
     root = workspace_root(ctx)
     hidden = hidden_in_workspace(ctx)
@@ -93,7 +94,7 @@ def _glob(base: Path, pattern: str, ctx: ToolContext) -> tuple[list[tuple[str, f
                 return found, False
             try:
                 real = path.resolve()
-                if not path.is_file() or not _inside(real, root) or any(_inside(real, h) for h in hidden):
+                if not path.is_file() or not inside(real, root) or any(inside(real, h) for h in hidden):
                     continue
                 found.append((PurePosixPath(path.relative_to(root)).as_posix(), path.stat().st_mtime))
             except (OSError, ValueError, RuntimeError):
@@ -150,7 +151,7 @@ class GrepTool(Tool):
         except re.error as exc:
             raise ToolError(f"invalid regular expression {pattern!r}: {exc}. grep uses Python's re "
                             "syntax; escape special characters such as ( [ . * + ? with a backslash") from None
-        target = _search_root(ctx, args.get("path"))
+        target = await asyncio.to_thread(_search_root, ctx, args.get("path"))
         context = int(args.get("context") or 0)
         result = await asyncio.to_thread(_grep, target, regex, args.get("glob"), context, ctx)
         return ToolOutput(_render(result, pattern, relative(ctx, target), ctx.limits.max_matches),
@@ -178,33 +179,37 @@ def _wanted(rel: str, name: str, glob: str | None) -> bool:
     return fnmatch.fnmatch(rel, glob) or fnmatch.fnmatch(rel, glob.removeprefix("**/"))
 
 
-def _files(target: Path, glob: str | None, ctx: ToolContext) -> list[Path]:
+def _files(target: Path, glob: str | None, ctx: ToolContext) -> list[tuple[str, Path]]:
+    """The files to search: their workspace-relative names and real paths."""
     root = workspace_root(ctx)
     if target.is_file():
-        return [target]
+        return [(relative(ctx, target), target)]
     hidden = hidden_in_workspace(ctx)
-    files: list[Path] = []
+    files: list[tuple[str, Path]] = []
     for directory, dirs, names in os.walk(target):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
         for name in sorted(names):
             path = Path(directory) / name
             rel = PurePosixPath(path.relative_to(root)).as_posix()
-            real = path.resolve()
-            if not _wanted(rel, name, glob) or not _inside(real, root) or any(_inside(real, h) for h in hidden):
+            if not _wanted(rel, name, glob):
                 continue
-            files.append(path)
+            try:
+                real = path.resolve()
+                if not path.is_file() or not inside(real, root) or any(inside(real, h) for h in hidden):
+                    continue  # not a regular file (a FIFO would block), or it leads out or is hidden
+            except (OSError, RuntimeError):
+                continue  # vanished, or a looping link
+            files.append((rel, real))
             if len(files) >= MAX_SCAN:
                 return files
     return files
 
 
 def _grep(target: Path, regex: re.Pattern[str], glob: str | None, context: int, ctx: ToolContext) -> _GrepResult:
-    root = workspace_root(ctx)
     cap = ctx.limits.max_matches
     result = _GrepResult()
-    for path in _files(target, glob, ctx):
-        rel = PurePosixPath(path.relative_to(root)).as_posix()
-        lines = _text_lines(path)
+    for rel, path in _files(target, glob, ctx):
+        lines = _text_lines(path, rel)
         if lines is None:
             result.skipped.append(rel)
             continue
@@ -223,15 +228,13 @@ def _grep(target: Path, regex: re.Pattern[str], glob: str | None, context: int, 
     return result
 
 
-def _text_lines(path: Path) -> list[str] | None:
-    """The file's lines, or None for binary, unreadable or very large files."""
+def _text_lines(path: Path, rel: str) -> list[str] | None:
+    """The file's lines, or None for binary, unreadable, very large or non-regular files."""
     try:
-        if path.stat().st_size > MAX_GREP_FILE_BYTES:
-            return None
-        data = path.read_bytes()
-    except OSError:
+        data = read_regular(path, rel, MAX_GREP_FILE_BYTES)
+    except ToolError:
         return None
-    if b"\0" in data[:8192]:
+    if is_binary(data):
         return None
     return data.decode("utf-8", errors="replace").splitlines()
 

@@ -3,10 +3,13 @@
 The sandbox is the judge's own (``judge.sandbox`` and ``judge.landlock``): a scrubbed environment
 with a private HOME and TMPDIR, a new network namespace where the OS allows it, a Landlock
 ruleset that allows writes only beneath the workspace, the scratch directory and /dev, hides the
-episode's private paths and blocks TCP, and no capabilities when running as root. Each command
-runs in its own session; when it ends or times out, every process in that session is killed, and
-so is any that left the session but still holds the command's output open. The protected files
-are hashed before the command and restored afterwards if it changed them.
+episode's private paths and blocks TCP, and no capabilities when running as root. Where the OS
+allows it the command runs in a PID namespace of its own, whose init is a small wrapper: when the
+command ends or times out the init exits and the kernel kills everything else in the namespace,
+so nothing it started (setsid, nohup, double forks) outlives the call. Without the namespace,
+every process in the command's session is killed, and so is any that left the session but
+still holds the command's output open. The protected files are saved before the command and
+restored afterwards if it changed them.
 """
 
 from __future__ import annotations
@@ -17,33 +20,24 @@ import os
 import shutil
 import signal
 import stat
-import tempfile
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...files import write_atomic
 from ...judge.landlock import LandlockError, build_ruleset
 from ...judge.sandbox import SandboxPolicy, make_preexec, worker_environment
+from ..text import CUT_NOTICE, cap_text
 from .base import Tool, ToolContext, ToolError, ToolOutput
 
 READ_CHUNK = 65_536
 GRACE_S = 0.25         # after the command ends: how long its output may take to close
 DRAIN_S = 2.0          # ... and after killing processes that left its session but kept it open
-CUT_NOTICE = "\n\n[... {cut} characters cut from the middle of the output ...]\n\n"
 
 
 # -- output -----------------------------------------------------------------------------------
-def cap_text(text: str, limit: int) -> str:
-    """``text`` if it fits in ``limit`` characters, else its head and tail with a notice between."""
-    if len(text) <= limit:
-        return text
-    room = max(limit - len(CUT_NOTICE.format(cut=len(text))), 2)
-    head = room // 2
-    tail = room - head
-    return text[:head] + CUT_NOTICE.format(cut=len(text) - head - tail) + text[-tail:]
-
-
 class HeadTail:
     """Keeps the first and last ``limit`` bytes of a stream and counts the rest, so a command
     that prints gigabytes costs no more memory than one that prints a page."""
@@ -101,7 +95,7 @@ def shell_environment(ctx: ToolContext, cuda_bin: str | None) -> dict[str, str]:
 @dataclass
 class _Sandbox:
     policy: SandboxPolicy
-    description: dict[str, str]
+    description: dict[str, Any]
     ruleset: Any = None  # the Landlock ruleset to close once the child has started
 
     def close(self) -> None:
@@ -109,27 +103,41 @@ class _Sandbox:
             self.ruleset.close()
 
 
-_network_probe: dict[str, bool] = {}
+@dataclass(frozen=True)
+class Namespaces:
+    network: bool = False
+    pid: bool = False
 
 
-async def _network_namespace_works() -> bool:
-    """Whether a child can get a network namespace of its own here (probed once per process)."""
-    if "ok" not in _network_probe:
-        policy = SandboxPolicy(isolate_network=True, drop_capabilities=os.geteuid() == 0)
-        ok = False
+_namespace_probe: dict[str, Namespaces] = {}
+
+
+def _own_namespace(pid: int, kind: str) -> bool:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/{kind}") != os.readlink(f"/proc/self/ns/{kind}")
+    except FileNotFoundError:
+        return kind == "pid_for_children"  # a new PID namespace has no link until its init starts
+
+
+async def namespaces() -> Namespaces:
+    """Which namespaces a child can get here (probed once per process): unshare fails silently
+    without CAP_SYS_ADMIN, so the child's own namespace links are compared with ours."""
+    if "ok" not in _namespace_probe:
+        policy = SandboxPolicy(isolate_network=True, new_pid_namespace=True, drop_capabilities=os.geteuid() == 0)
+        found = Namespaces()
         try:
             proc = await asyncio.create_subprocess_exec(
                 "cat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
                 env={"PATH": "/usr/bin:/bin"}, start_new_session=True, preexec_fn=make_preexec(policy))
             try:
-                ok = os.readlink(f"/proc/{proc.pid}/ns/net") != os.readlink("/proc/self/ns/net")
+                found = Namespaces(_own_namespace(proc.pid, "net"), _own_namespace(proc.pid, "pid_for_children"))
             finally:
                 proc.stdin.close()
                 await proc.wait()
         except Exception:  # noqa: BLE001 - any failure to start the probe means no namespace
-            ok = False
-        _network_probe["ok"] = ok
-    return _network_probe["ok"]
+            found = Namespaces()
+        _namespace_probe["ok"] = found
+    return _namespace_probe["ok"]
 
 
 async def build_sandbox(ctx: ToolContext) -> _Sandbox:
@@ -143,13 +151,13 @@ async def build_sandbox(ctx: ToolContext) -> _Sandbox:
     except (LandlockError, OSError) as exc:
         filesystem = f"not confined: Landlock is unavailable ({exc}); writes outside the workspace are possible"
     try:
-        netns = await _network_namespace_works()
+        spaces = await namespaces()
     except BaseException:
         if ruleset is not None:
             ruleset.close()
         raise
     tcp_blocked = ruleset is not None and ruleset.abi >= 4
-    if netns:
+    if spaces.network:
         network = "isolated: a network namespace of its own (loopback only)"
     elif tcp_blocked:
         network = "TCP blocked by Landlock (no network namespace: that needs CAP_SYS_ADMIN)"
@@ -160,9 +168,14 @@ async def build_sandbox(ctx: ToolContext) -> _Sandbox:
         "network": network,
         "privileges": "uid 0 without capabilities" if root else f"unprivileged (uid {os.geteuid()})",
         "environment": "scrubbed; HOME and TMPDIR in the scratch directory",
+        "processes": ("a PID namespace of its own: everything the command starts is killed when it ends"
+                      if spaces.pid else
+                      "no PID namespace (that needs CAP_SYS_ADMIN): its session is killed when it ends, and "
+                      "so are processes still holding its output; others that detached may survive"),
+        "pid_namespace": spaces.pid,
     }
     policy = SandboxPolicy(isolate_network=True, landlock_fd=ruleset.fd if ruleset else -1,
-                           drop_capabilities=root)
+                           drop_capabilities=root, new_pid_namespace=spaces.pid)
     return _Sandbox(policy, description, ruleset)
 
 
@@ -215,15 +228,7 @@ def _restore(root: Path, rel: str, snap: _Snapshot) -> None:
         parent.mkdir(parents=True)
     if path.exists() or path.is_symlink():
         _remove(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(snap.data)
-        os.chmod(tmp, snap.mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, snap.data, snap.mode)
 
 
 def restore_protected(ctx: ToolContext, saved: dict[str, _Snapshot]) -> list[str]:
@@ -238,6 +243,52 @@ def restore_protected(ctx: ToolContext, saved: dict[str, _Snapshot]) -> list[str
 
 
 # -- running ----------------------------------------------------------------------------------
+# The program exec'd in a new PID namespace. Its one child is the namespace's init: it runs the
+# command as its own child (so the command's `kill $$` still works: init ignores such signals),
+# reaps orphans, and hands the command's exact wait status back over a pipe. When init exits,
+# the kernel kills everything left in the namespace, and the wrapper then ends as the command
+# did, by the same signal if it was killed by one.
+_PID_NAMESPACE_WRAPPER = r"""
+import os, signal, sys
+r, w = os.pipe()
+init = os.fork()
+if init == 0:
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        command = os.fork()
+        if command == 0:
+            for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+                signal.signal(sig, signal.SIG_DFL)
+            os.execvp("bash", ["bash", "-c", sys.argv[1]])
+        while True:
+            pid, status = os.wait()
+            if pid == command:
+                break
+        os.write(w, str(status).encode())
+    finally:  # neither child may run on into the code below; a failed exec exits 127, as bash does
+        os._exit(127)
+os.close(w)
+os.waitpid(init, 0)
+reply = os.read(r, 32)
+status = int(reply) if reply else signal.SIGKILL
+if os.WIFSIGNALED(status):
+    sig = os.WTERMSIG(status)
+    try:
+        signal.signal(sig, signal.SIG_DFL)
+    except (OSError, ValueError):
+        pass
+    os.kill(os.getpid(), sig)
+    os._exit(128 + sig)
+os._exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def _argv(command: str, policy: SandboxPolicy) -> list[str]:
+    if policy.new_pid_namespace:
+        return [sys.executable, "-I", "-S", "-c", _PID_NAMESPACE_WRAPPER, command]
+    return ["bash", "-c", command]
+
+
 @dataclass
 class _Run:
     exit_code: int | None = None
@@ -308,7 +359,7 @@ async def run_sandboxed(command: str, ctx: ToolContext, sandbox: _Sandbox, env: 
     try:
         try:
             proc = await asyncio.create_subprocess_exec(
-                "bash", "-c", command, stdin=asyncio.subprocess.DEVNULL, stdout=write_fd, stderr=write_fd,
+                *_argv(command, sandbox.policy), stdin=asyncio.subprocess.DEVNULL, stdout=write_fd, stderr=write_fd,
                 cwd=ctx.workspace, env=env, start_new_session=True, preexec_fn=make_preexec(sandbox.policy))
         finally:
             os.close(write_fd)
@@ -323,7 +374,8 @@ async def run_sandboxed(command: str, ctx: ToolContext, sandbox: _Sandbox, env: 
         if run.timed_out:
             await proc.wait()
         if not await _within(eof.wait(), GRACE_S):
-            # Something that left the session (setsid, nohup) still holds the output open.
+            # Only without a PID namespace: something that left the session (setsid, nohup)
+            # still holds the output open.
             run.escaped_killed = await asyncio.to_thread(_kill_pipe_holders, os.fstat(read_fd).st_ino)
             run.escaped = not await _within(eof.wait(), DRAIN_S)
     finally:

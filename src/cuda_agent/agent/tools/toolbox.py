@@ -18,12 +18,13 @@ import jsonschema
 
 from ...workspace.layout import INFRA_FILES, REFERENCE_FILE, SKILL_FILE
 from ..messages import ToolCall
+from ..text import cap_text
 from .base import Tool, ToolContext, ToolError, ToolLimits, ToolOutput
 from .files import EditTool, MultiEditTool, ReadTool, WriteTool
 from .finish import FinishTool
 from .judging import CompileTool, ProfileTool, VerifyTool
 from .search import GlobTool, GrepTool
-from .shell import BashTool, cap_text
+from .shell import BashTool
 
 log = logging.getLogger(__name__)
 
