@@ -4,7 +4,10 @@ tool-call protocol, retries, and a tiny local transformers model built on the sp
 from __future__ import annotations
 
 import asyncio
+import socket
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from email.utils import formatdate
 from pathlib import Path
 from typing import Any
@@ -131,8 +134,9 @@ def test_openai_text_protocol_round_trip() -> None:
 
 def test_openai_key_from_environment_or_empty_for_local_servers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with pytest.raises(LLMError, match="OPENAI_API_KEY"):
+    with pytest.raises(LLMError, match="OPENAI_API_KEY") as caught:
         OpenAIClient("gpt-x")
+    assert not caught.value.transient
     with OpenAIServer([Reply("hello")]) as server:
         completion = run(complete_once(OpenAIClient("local", server.url, retry=FAST), START))
     assert completion.message.content == "hello" and server.errors == []
@@ -197,8 +201,9 @@ def test_anthropic_sends_invalid_arguments_as_best_object() -> None:
 
 def test_anthropic_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    with pytest.raises(LLMError, match="ANTHROPIC_API_KEY"):
+    with pytest.raises(LLMError, match="ANTHROPIC_API_KEY") as caught:
         AnthropicClient("claude-x")
+    assert not caught.value.transient
 
 
 # --- retries and errors -----------------------------------------------------------------------
@@ -236,7 +241,34 @@ def test_server_error_forever_gives_up(server_class: type) -> None:
         with pytest.raises(LLMError, match="failed on all 4 attempts.*still broken") as caught:
             run(complete_once(client, START))
     assert not isinstance(caught.value, ContextOverflowError)
+    assert caught.value.transient  # the outage may pass: the loop may wait and try again
     assert len(server.requests) == FAST.max_retries + 1
+
+
+@pytest.mark.parametrize("server_class", [OpenAIServer, AnthropicServer])
+def test_rate_limit_forever_is_transient(server_class: type) -> None:
+    with server_class(lambda messages, index: HttpError(429, "slow down")) as server:
+        client = (openai_client if server_class is OpenAIServer else anthropic_client)(server)
+        with pytest.raises(LLMError, match="failed on all 4 attempts.*slow down") as caught:
+            run(complete_once(client, START))
+    assert caught.value.transient and len(server.requests) == FAST.max_retries + 1
+
+
+def closed_port() -> int:
+    """A loopback port that nothing listens on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_connection_refused_forever_is_transient(provider: str) -> None:
+    suffix = "/v1" if provider == "openai" else ""
+    client = make_client(provider, "m", base_url=f"http://127.0.0.1:{closed_port()}{suffix}", api_key="k",
+                         retry=RetryPolicy(max_retries=1, base_delay_s=0.001, max_delay_s=0.01))
+    with pytest.raises(LLMError, match="failed on all 2 attempts.*could not connect") as caught:
+        run(complete_once(client, START))
+    assert caught.value.transient
 
 
 def test_client_timeout_is_retried() -> None:
@@ -245,11 +277,15 @@ def test_client_timeout_is_retried() -> None:
     assert (completion.message.content, completion.retries) == ("ok", 1)
 
 
-def test_client_timeout_forever_gives_up() -> None:
+@pytest.mark.parametrize("server_class", [OpenAIServer, AnthropicServer])
+def test_client_timeout_forever_gives_up(server_class: type) -> None:
     policy = RetryPolicy(max_retries=1, base_delay_s=0.001, max_delay_s=0.01)
-    with OpenAIServer(lambda messages, index: Delay(2.0, Reply("too late"))) as server:
-        with pytest.raises(LLMError, match="failed on all 2 attempts.*timeout_s"):
-            run(complete_once(openai_client(server, timeout_s=0.3, retry=policy), START))
+    with server_class(lambda messages, index: Delay(2.0, Reply("too late"))) as server:
+        client = (openai_client if server_class is OpenAIServer else anthropic_client)(server, timeout_s=0.3,
+                                                                                        retry=policy)
+        with pytest.raises(LLMError, match="failed on all 2 attempts.*timeout_s") as caught:
+            run(complete_once(client, START))
+    assert caught.value.transient
     assert len(server.requests) == 2
 
 
@@ -259,8 +295,9 @@ def test_client_timeout_forever_gives_up() -> None:
 ])
 def test_openai_context_overflow(error: HttpError) -> None:
     with OpenAIServer([error]) as server:
-        with pytest.raises(ContextOverflowError, match="context window"):
+        with pytest.raises(ContextOverflowError, match="context window") as caught:
             run(complete_once(openai_client(server), START))
+    assert not caught.value.transient
     assert len(server.requests) == 1
 
 
@@ -286,6 +323,32 @@ def test_other_client_errors_are_not_retried() -> None:
         with pytest.raises(LLMError, match="HTTP 404.*model name"):
             run(complete_once(openai_client(server), START))
     assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("server_class", [OpenAIServer, AnthropicServer])
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+def test_client_errors_are_permanent(server_class: type, status: int) -> None:
+    with server_class([HttpError(status, "refused")]) as server:
+        client = (openai_client if server_class is OpenAIServer else anthropic_client)(server)
+        with pytest.raises(LLMError, match=f"HTTP {status}.*refused") as caught:
+            run(complete_once(client, START))
+    assert type(caught.value) is LLMError and not caught.value.transient
+    assert len(server.requests) == 1
+
+
+def test_exhausted_quota_is_permanent() -> None:
+    with OpenAIServer([HttpError(429, "You exceeded your current quota", code="insufficient_quota")]) as server:
+        with pytest.raises(LLMError, match="out of quota") as caught:
+            run(complete_once(openai_client(server), START))
+    assert not caught.value.transient and len(server.requests) == 1
+
+
+def test_llm_error_transient_flag() -> None:
+    assert LLMError("down").transient is False
+    assert LLMError("down", transient=True).transient is True
+    assert LLMError("down", True).transient is False  # keyword-only: a second positional is just an arg
+    assert ContextOverflowError("too long").transient is False
+    assert str(LLMError("down", transient=True)) == "down"
 
 
 def test_exhausted_script_is_recorded() -> None:
@@ -345,8 +408,18 @@ def test_make_client_builds_each_provider(monkeypatch: pytest.MonkeyPatch) -> No
     (lambda: make_client("hf", "m", base_url="http://x"), "local transformers model"),
 ])
 def test_make_client_errors(call: Any, message: str) -> None:
-    with pytest.raises(LLMError, match=message):
+    with pytest.raises(LLMError, match=message) as caught:
         call()
+    assert not caught.value.transient
+
+
+def test_tool_protocols_defined_once() -> None:
+    from cuda_agent.agent.llm import TOOL_PROTOCOLS, openai_client, text_protocol
+
+    assert TOOL_PROTOCOLS is text_protocol.TOOL_PROTOCOLS == ("native", "text")
+    assert not hasattr(openai_client, "TOOL_PROTOCOLS")
+    with pytest.raises(LLMError, match="native, text"):
+        OpenAIClient("m", "http://127.0.0.1:9/v1", tool_protocol="json")
 
 
 # --- the text protocol ------------------------------------------------------------------------
@@ -498,3 +571,67 @@ def test_hf_falls_back_to_a_plain_template(tmp_path: Path) -> None:
     plain = "<|system|>\nYou write CUDA kernels.\n<|user|>\nMake model.py faster.\n<|assistant|>\n"
     assert completion.usage == Usage(len(tokenizer(plain)["input_ids"]), 3)
     assert completion.finish_reason == "length"
+
+
+class ThreadRecorder:
+    """Wraps a tokenizer and notes which threads call it."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.threads: set[int] = set()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.threads.add(threading.get_ident())
+        return self.tokenizer(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.tokenizer, name)
+        if name not in ("apply_chat_template", "decode"):
+            return value
+
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            self.threads.add(threading.get_ident())
+            return value(*args, **kwargs)
+        return recorded
+
+
+@pytest.mark.slow  # loads transformers and builds a model
+def test_hf_works_off_the_event_loop_and_holds_one_thread(tiny_model: Path) -> None:
+    from cuda_agent.agent.llm import HFClient
+
+    client = HFClient(str(tiny_model), device="cpu", max_new_tokens=3)
+    recorder = ThreadRecorder(client.tokenizer)
+    client.tokenizer = recorder
+    generate = client._model.generate
+    events: list[str] = []
+    running = [0, 0]  # now, most at once
+
+    def slow_generate(*args: Any, **kwargs: Any) -> Any:
+        running[0] += 1
+        running[1] = max(running)
+        try:
+            time.sleep(0.3)
+            return generate(*args, **kwargs)
+        finally:
+            running[0] -= 1
+            events.append("generated")
+
+    client._model.generate = slow_generate
+
+    async def episodes() -> list[Completion]:
+        # Two workers: waiting episodes that each held one would leave none for anybody else.
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=2))
+        calls = [asyncio.create_task(client.complete(START, [])) for _ in range(3)]
+        await asyncio.sleep(0.05)  # all three are under way, two of them waiting their turn
+        await asyncio.to_thread(events.append, "other thread work")
+        return await asyncio.gather(*calls)
+
+    loop_thread = threading.get_ident()
+    completions = run(episodes())
+    assert recorder.threads and loop_thread not in recorder.threads  # template, encode, decode
+    assert running[1] == 1  # one generation at a time
+    assert events == ["other thread work", "generated", "generated", "generated"]
+    assert len({c.message.content for c in completions}) == 1
+    assert all(c.usage.output_tokens == 3 and c.latency_s > 0 for c in completions)
+    # The turn lock belongs to its event loop: a client outlives the loop it was first used in.
+    assert run(complete_once(client, START, [])).message == completions[0].message

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .base import ContextOverflowError, LLMClient, LLMError
 from .retry import RetryPolicy
+from .text_protocol import TOOL_PROTOCOLS, check_tool_protocol
 
 if TYPE_CHECKING:
     from .anthropic_client import AnthropicClient
@@ -17,10 +18,9 @@ if TYPE_CHECKING:
     from .openai_client import OpenAIClient
 
 PROVIDERS = ("openai", "anthropic", "hf")
-TOOL_PROTOCOLS = ("native", "text")
 
 __all__ = ["AnthropicClient", "ContextOverflowError", "HFClient", "LLMClient", "LLMError", "OpenAIClient",
-           "PROVIDERS", "RetryPolicy", "make_client"]
+           "PROVIDERS", "RetryPolicy", "TOOL_PROTOCOLS", "make_client"]
 
 
 def __getattr__(name: str) -> Any:
@@ -46,8 +46,7 @@ def make_client(provider: str, model: str, *, base_url: str | None = None, api_k
     if provider not in PROVIDERS:
         raise LLMError(f"Unknown LLM provider {provider!r}; choose one of {', '.join(PROVIDERS)} "
                        "(openai also covers vLLM, SGLang and other OpenAI-compatible servers).")
-    if tool_protocol not in TOOL_PROTOCOLS:
-        raise LLMError(f"Unknown tool protocol {tool_protocol!r}; choose one of {', '.join(TOOL_PROTOCOLS)}.")
+    check_tool_protocol(tool_protocol)
     if provider == "openai":
         from .openai_client import OpenAIClient
         check_options(OpenAIClient, provider, options)

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..messages import Completion, Message, ToolCall, Usage
 from .base import LLMError
-from .retry import RetryPolicy, TransientError, call_with_retries, error_message, http_failure
+from .retry import RetryPolicy, call_with_retries, send_translated
 
 KEY_VARIABLE = "ANTHROPIC_API_KEY"
 STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls",
@@ -66,16 +66,9 @@ class AnthropicClient:
     async def _send(self, request: dict[str, Any]) -> Any:
         import anthropic
 
-        try:
-            return await self._client.messages.create(**request)
-        except anthropic.APIStatusError as exc:
-            raise http_failure(self.provider, exc.status_code, error_message(exc.body, exc.message),
-                               exc.response.headers, key_hint=f"pass api_key or set {KEY_VARIABLE}") from exc
-        except anthropic.APITimeoutError as exc:
-            raise TransientError(f"no answer within {self.timeout_s:g} s; raise timeout_s if the model "
-                                 "needs longer") from exc
-        except anthropic.APIConnectionError as exc:
-            raise TransientError(f"could not connect ({exc})") from exc
+        return await send_translated(lambda: self._client.messages.create(**request), anthropic,
+                                     provider=self.provider, timeout_s=self.timeout_s,
+                                     key_variable=KEY_VARIABLE)
 
 
 def wire_tool(tool: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,16 @@ from ..messages import Completion, Message
 
 
 class LLMError(CudaAgentError):
-    """The model could not be reached or refused the request, after every retry."""
+    """The model could not be reached or refused the request, after every retry.
+
+    ``transient`` is True when every attempt failed in a way that may pass by itself (rate limits,
+    server errors, timeouts, lost connections), so the same request may succeed later; False when
+    repeating it cannot help (a bad key, an unknown model, a rejected request, a prompt too long).
+    """
+
+    def __init__(self, *args: object, transient: bool = False) -> None:
+        super().__init__(*args)
+        self.transient = transient
 
 
 class ContextOverflowError(LLMError):

@@ -1,7 +1,9 @@
 """A client for a local ``transformers`` causal language model, calling tools by the text protocol.
 
-Generation runs in a worker thread, one request at a time, so the event loop stays free for the
-judge and the tools. Token usage is counted with the model's own tokenizer.
+Each request (chat template, tokenization, generation, decoding) runs in one worker thread, so the
+event loop stays free for the judge and the tools. Requests take turns on an ``asyncio.Lock``
+before they take a thread, so episodes waiting for the model hold no thread of the default
+executor. Token usage is counted with the model's own tokenizer.
 """
 
 from __future__ import annotations
@@ -32,7 +34,11 @@ class HFClient:
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self._lock = threading.Lock()
+        # Made on first use, inside the running event loop; see ``turn``.
+        self._turn: asyncio.Lock | None = None
+        self._turn_loop: asyncio.AbstractEventLoop | None = None
+        # Only contended by callers on different event loops; within one loop ``turn`` serialises.
+        self._model_lock = threading.Lock()
         try:
             self.tokenizer = transformers.AutoTokenizer.from_pretrained(model_name_or_path)
             self._model = transformers.AutoModelForCausalLM.from_pretrained(model_name_or_path, dtype=dtype)
@@ -44,16 +50,29 @@ class HFClient:
 
     async def complete(self, messages: list[Message], tools: list[dict[str, Any]]) -> Completion:
         started = time.perf_counter()
+        async with self.turn():
+            completion = await asyncio.to_thread(self.complete_blocking, list(messages), list(tools))
+        completion.latency_s = time.perf_counter() - started
+        return completion
+
+    def turn(self) -> asyncio.Lock:
+        """The lock requests take turns on, made in (and for) the running event loop."""
+        loop = asyncio.get_running_loop()
+        if self._turn is None or self._turn_loop is not loop:
+            self._turn, self._turn_loop = asyncio.Lock(), loop
+        return self._turn
+
+    def complete_blocking(self, messages: list[Message], tools: list[dict[str, Any]]) -> Completion:
+        """One request from start to end, in the calling thread; ``complete`` runs it in a worker."""
         prompt_ids = self.encode(to_text_messages(messages, tools))
         budget = self.output_budget(len(prompt_ids))
-        new_ids = await asyncio.to_thread(self._generate, prompt_ids, budget)
+        new_ids = self.generate(prompt_ids, budget)
         text = self.tokenizer.decode(new_ids, skip_special_tokens=True)
         content, calls = parse_tool_calls(text)
         hit_limit = len(new_ids) >= budget and not self.ends_with_eos(new_ids)
         reason = "length" if hit_limit else ("tool_calls" if calls else "stop")
         return Completion(message=Message("assistant", content, tool_calls=calls),
-                          usage=Usage(len(prompt_ids), len(new_ids)), finish_reason=reason,
-                          latency_s=time.perf_counter() - started, model=self.model)
+                          usage=Usage(len(prompt_ids), len(new_ids)), finish_reason=reason, model=self.model)
 
     async def aclose(self) -> None:
         self._model = None
@@ -93,11 +112,11 @@ class HFClient:
         ids.add(self.tokenizer.eos_token_id)
         return {i for i in ids if i is not None}
 
-    def _generate(self, prompt_ids: list[int], budget: int) -> list[int]:
+    def generate(self, prompt_ids: list[int], budget: int) -> list[int]:
         _, torch = import_transformers()
         if self._model is None:
             raise LLMError("This HFClient was closed; create a new one to generate again.")
-        with self._lock, torch.inference_mode():
+        with self._model_lock, torch.inference_mode():
             inputs = torch.tensor([prompt_ids], device=self.device)
             options: dict[str, Any] = {"max_new_tokens": budget, "do_sample": self.temperature > 0}
             if self.temperature > 0:

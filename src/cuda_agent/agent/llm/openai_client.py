@@ -10,11 +10,10 @@ from typing import Any
 
 from ..messages import Completion, Message, ToolCall, Usage, estimate_tokens
 from .base import LLMError
-from .retry import RetryPolicy, TransientError, call_with_retries, error_message, http_failure
-from .text_protocol import parse_tool_calls, to_text_messages
+from .retry import RetryPolicy, call_with_retries, send_translated
+from .text_protocol import check_tool_protocol, parse_tool_calls, to_text_messages
 
 KEY_VARIABLE = "OPENAI_API_KEY"
-TOOL_PROTOCOLS = ("native", "text")
 FINISH_REASONS = {"stop": "stop", "tool_calls": "tool_calls", "function_call": "tool_calls",
                   "length": "length"}
 
@@ -26,8 +25,7 @@ class OpenAIClient:
                  tool_protocol: str = "native", max_tokens: int | None = None,
                  temperature: float | None = None, timeout_s: float = 600,
                  retry: RetryPolicy = RetryPolicy(), extra_body: dict[str, Any] | None = None) -> None:
-        if tool_protocol not in TOOL_PROTOCOLS:
-            raise LLMError(f"Unknown tool protocol {tool_protocol!r}; use one of {', '.join(TOOL_PROTOCOLS)}.")
+        check_tool_protocol(tool_protocol)
         openai = import_sdk()
 
         self.model = model
@@ -75,17 +73,9 @@ class OpenAIClient:
     async def _send(self, request: dict[str, Any]) -> Any:
         import openai
 
-        try:
-            return await self._client.chat.completions.create(**request)
-        except openai.APIStatusError as exc:
-            raise http_failure(self.provider, exc.status_code, error_message(exc.body, exc.message),
-                               exc.response.headers, code=getattr(exc, "code", None),
-                               key_hint=f"pass api_key or set {KEY_VARIABLE}") from exc
-        except openai.APITimeoutError as exc:
-            raise TransientError(f"no answer within {self.timeout_s:g} s; raise timeout_s if the model "
-                                 "needs longer") from exc
-        except openai.APIConnectionError as exc:
-            raise TransientError(f"could not connect ({exc})") from exc
+        return await send_translated(lambda: self._client.chat.completions.create(**request), openai,
+                                     provider=self.provider, timeout_s=self.timeout_s,
+                                     key_variable=KEY_VARIABLE)
 
     def read_response(self, response: Any, sent: list[dict[str, Any]]) -> Completion:
         if not response.choices:

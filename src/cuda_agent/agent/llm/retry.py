@@ -1,10 +1,12 @@
 """Retrying model requests: which failures are worth another try, and how long to wait.
 
-Clients translate their SDK's exceptions with ``http_failure`` (a status code and the server's
-message) or raise ``TransientError`` for timeouts and lost connections; ``call_with_retries``
-repeats a request on transient failures with exponential backoff and jitter, honouring the
-server's ``Retry-After``, and reports how many retries it took. Everything else becomes an
-``LLMError`` (or ``ContextOverflowError`` when the prompt does not fit) at once.
+Clients send each request through ``send_translated``, which turns their SDK's exceptions into
+``http_failure``'s verdict (from the status code and the server's message) or a ``TransientError``
+for timeouts and lost connections; ``call_with_retries`` repeats a request on transient failures
+with exponential backoff and jitter, honouring the server's ``Retry-After``, and reports how many
+retries it took. When the retries run out it raises ``LLMError(transient=True)``: the outage may
+pass. Everything else becomes an ``LLMError`` (or ``ContextOverflowError`` when the prompt does not
+fit) at once, with ``transient=False``.
 """
 
 from __future__ import annotations
@@ -147,6 +149,27 @@ async def call_with_retries(request: Callable[[], Awaitable[T]], policy: RetryPo
                 raise LLMError(
                     f"{capitalised(provider)} failed on all {retries + 1} attempts; last error: "
                     f"{exc.message}. Check that the server is up and not overloaded, or allow more "
-                    "retries (RetryPolicy.max_retries).") from exc
+                    "retries (RetryPolicy.max_retries).", transient=True) from exc
             await asyncio.sleep(policy.backoff_s(retries, exc.retry_after_s))
             retries += 1
+
+
+async def send_translated(send: Callable[[], Awaitable[T]], sdk: Any, *, provider: str, timeout_s: float,
+                          key_variable: str) -> T:
+    """Await ``send`` (one SDK call), translating the SDK's exceptions for ``call_with_retries``.
+
+    ``sdk`` is the ``openai`` or ``anthropic`` module: both name their exceptions alike
+    (``APIStatusError``, ``APITimeoutError``, ``APIConnectionError``). ``key_variable`` is the
+    environment variable the API key may come from, named in the hint for a 401.
+    """
+    try:
+        return await send()
+    except sdk.APIStatusError as exc:
+        raise http_failure(provider, exc.status_code, error_message(exc.body, exc.message),
+                           exc.response.headers, code=getattr(exc, "code", None),
+                           key_hint=f"pass api_key or set {key_variable}") from exc
+    except sdk.APITimeoutError as exc:  # before APIConnectionError, which it subclasses
+        raise TransientError(f"no answer within {timeout_s:g} s; raise timeout_s if the model "
+                             "needs longer") from exc
+    except sdk.APIConnectionError as exc:
+        raise TransientError(f"could not connect ({exc})") from exc

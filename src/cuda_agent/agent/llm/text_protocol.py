@@ -13,7 +13,10 @@ import re
 from typing import Any
 
 from ..messages import Message, ToolCall
+from .base import LLMError
 
+# How a client passes tools to the model: the server's native tool calls, or this text protocol.
+TOOL_PROTOCOLS = ("native", "text")
 CALL_OPEN = "<tool_call>"
 CALL_CLOSE = "</tool_call>"
 # A closed block, or an unclosed one that runs to the end of the text (a reply cut short).
@@ -33,6 +36,11 @@ follows the tool's parameter schema). You may write several blocks in one reply;
 order. Each result comes back in the next user message as \
 <tool_result name="TOOL_NAME" id="CALL_ID">...</tool_result>. Do not write tool results \
 yourself. A reply without any <tool_call> block ends your turn."""
+
+
+def check_tool_protocol(protocol: str) -> None:
+    if protocol not in TOOL_PROTOCOLS:
+        raise LLMError(f"Unknown tool protocol {protocol!r}; choose one of {', '.join(TOOL_PROTOCOLS)}.")
 
 
 def render_tools(tools: list[dict[str, Any]]) -> str:
