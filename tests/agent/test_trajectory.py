@@ -407,3 +407,97 @@ def test_resumed_episode_continues_in_the_same_file(running: Path):
     assert traj.messages() == state.messages + [reply]
     assert traj.turns == 4 and traj.notes("resumed")[0]["text"] == state.describe()
     assert isinstance(traj, Trajectory)
+
+
+def roles_and_ids(messages: list[Message]) -> list[tuple[str, str | None]]:
+    return [(m.role, m.tool_call_id) for m in messages]
+
+
+def assert_every_call_answered(messages: list[Message]) -> None:
+    """What OpenAI and Anthropic require: each tool call's result follows its assistant message."""
+    for index, msg in enumerate(messages):
+        if msg.role == "assistant" and msg.tool_calls:
+            results = []
+            for after in messages[index + 1:]:
+                if after.role != "tool":
+                    break
+                results.append(after.tool_call_id)
+            assert sorted(results) == sorted(c.id for c in msg.tool_calls)
+        if msg.role == "tool":
+            assert any(m.role == "assistant" and msg.tool_call_id in [c.id for c in m.tool_calls]
+                       for m in messages[:index])
+
+
+def test_a_second_resume_still_leaves_out_the_turn_the_first_one_dropped(tmp_path: Path):
+    # Resume 1 drops A1 (calls a, b; only a answered). The episode redoes turn 1 as A2 (call c),
+    # which gets its result, and is interrupted again. Resume 2 must not send A1 or a's result.
+    a, b, c = ToolCall("a", "write", "{}"), ToolCall("b", "compile", "{}"), ToolCall("c", "read", "{}")
+    path = write_events(tmp_path / "t.jsonl", episode_events()[:3] + [
+        message(2.0, 1, Message("assistant", "A1", [a, b]), (100, 10)),
+        tool(2.5, 1, a, "wrote it"),
+    ])
+    first = resume_state(load_trajectory(path))
+    assert [m.role for m in first.messages] == ["system", "user"] and first.turn == 0
+    with TrajectoryWriter(path) as writer:
+        writer.write({"type": "note", "t": 2.5, "turn": 0, "kind": "resumed", "text": first.describe()})
+        writer.write(message(4.0, 1, Message("assistant", "A2", [c]), (120, 12)))
+        writer.write(tool(4.5, 1, c, "the file"))
+
+    traj = load_trajectory(path)
+    state = resume_state(traj)
+    assert [m.content for m in state.messages if m.role == "assistant"] == ["A2"]
+    assert roles_and_ids(state.messages) == [("system", None), ("user", None), ("assistant", None), ("tool", "c")]
+    assert_every_call_answered(state.messages)
+    assert state.turn == 1 and state.next_turn == 2
+    assert state.usage == Usage(220, 22) and state.elapsed_s == 4.5
+    assert "dropped turn 1 (the model's answer at 2.0 s)" in state.dropped
+    assert "1 of 2 without a result: compile" in state.dropped and "1 tool result(s)" in state.dropped
+    assert state.describe().startswith("resumed after turn 1 at 4.5 s; dropped turn 1")
+    # The file and the replay views keep everything as it was recorded.
+    assert [m.content for m in traj.messages() if m.role == "assistant"] == ["A1", "A2"]
+    assert [m.tool_call_id for m in traj.messages() if m.role == "tool"] == ["a", "c"]
+
+
+def test_a_redone_turn_with_the_same_number_and_call_ids_is_kept(running: Path):
+    # The redone turn 4 reuses turn number and call ids (a deterministic model may): the results
+    # must be matched to the assistant message before them, not to the dropped one.
+    write, profile = ToolCall("call_6", "write", "{}"), ToolCall("call_7", "profile", "{}")
+    with TrajectoryWriter(running) as writer:
+        writer.write(message(40.0, 4, Message("assistant", "first try", [write, profile]), (2500, 90)))
+        writer.write(tool(40.5, 4, write, "wrote model_new.py"))
+        writer.write({"type": "note", "t": 41.0, "turn": 3, "kind": "resumed", "text": "resumed after turn 3"})
+        writer.write(message(42.0, 4, Message("assistant", "second try", [write, profile]), (2600, 95)))
+        writer.write(tool(42.5, 4, write, "wrote model_new.py again"))
+        writer.write(tool(50.0, 4, profile, "profiled"))
+    traj = load_trajectory(running)
+    state = resume_state(traj)
+    recorded = traj.messages()
+    assert state.messages == recorded[:-5] + recorded[-3:]
+    assert [m.content for m in state.messages[-3:]] == ["second try", "wrote model_new.py again", "profiled"]
+    assert_every_call_answered(state.messages)
+    assert state.turn == 4 and state.next_turn == 5
+    assert state.dropped.count("dropped turn 4") == 1 and "(the model's answer at 40.0 s)" in state.dropped
+
+
+def test_a_redone_turn_that_is_cut_short_again_is_dropped_too(running: Path):
+    write, profile = ToolCall("call_6", "write", "{}"), ToolCall("call_7", "profile", "{}")
+    with TrajectoryWriter(running) as writer:
+        writer.write(message(40.0, 4, Message("assistant", "first try", [write, profile]), (2500, 90)))
+        writer.write(tool(40.5, 4, write, "wrote model_new.py"))
+        writer.write(message(42.0, 4, Message("assistant", "second try", [write, profile]), (2600, 95)))
+        writer.write(tool(42.5, 4, write, "wrote model_new.py again"))
+    traj = load_trajectory(running)
+    state = resume_state(traj)
+    assert state.messages == traj.messages()[:-4]
+    assert state.turn == 3 and state.dropped.count("dropped turn 4") == 2
+    assert_every_call_answered(state.messages)
+
+
+def test_a_tool_result_that_answers_no_call_is_left_out(running: Path):
+    stray = ToolCall("call_99", "read", "{}")
+    with TrajectoryWriter(running) as writer:
+        writer.write(tool(40.0, 3, stray, "a result for a call nobody made"))
+    state = resume_state(load_trajectory(running))
+    assert state.messages == load_trajectory(running).messages()[:-1]
+    assert "1 tool result(s) that answer no tool call" in state.dropped
+    assert_every_call_answered(state.messages)

@@ -331,7 +331,9 @@ class ResumeState:
     ``messages`` is the conversation to send next; ``turn`` is the last turn the model completed
     (its next answer is ``next_turn``). ``best`` is the last best event in the file, ``elapsed_s``
     the episode's clock at its last event and ``usage`` the tokens spent so far, a dropped turn's
-    included. ``dropped`` says what was left out of ``messages`` ("" if nothing), for a note.
+    included. ``dropped`` says what was left out of ``messages`` ("" if nothing), for a note:
+    every assistant message whose tool calls did not all get a result is left out with its partial
+    results, wherever it is, though the file (and ``Trajectory.messages()``) keeps them.
     """
 
     header: dict[str, Any]
@@ -359,7 +361,7 @@ def resume_state(traj: Trajectory) -> ResumeState:
         raise TrajectoryError(f"trajectory {traj.path} already ended at turn {end.get('turn')} "
                               f"(stop reason: {end.get('stop_reason')}); it cannot be resumed. "
                               "Start a new episode instead.")
-    kept, dropped = _drop_dangling_turn(traj.events)
+    kept, dropped = _drop_dangling_turns(traj.events)
     if traj.ignored_tail:
         dropped.append(f"ignored a partial last line ({len(traj.ignored_tail)} characters) left by an "
                        "interrupted write")
@@ -369,33 +371,59 @@ def resume_state(traj: Trajectory) -> ResumeState:
                        best=traj.best, elapsed_s=traj.elapsed_s, usage=traj.usage, dropped="; ".join(dropped))
 
 
-def _drop_dangling_turn(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Leave out the last assistant message if some of its tool calls have no result, with the
-    results it did get, so the model redoes that turn whole."""
-    last = _last_assistant_index(events)
-    if last is None:
-        return list(events), []
-    calls = events[last]["message"].get("tool_calls") or []
-    wanted = [str(c.get("id")) for c in calls]
-    after = events[last + 1:]
-    answered = {_call_id(e) for e in after if e.get("type") == "tool"}
-    missing = [c for c in calls if str(c.get("id")) not in answered]
-    if not missing:
-        return list(events), []
-    partial = [e for e in after if e.get("type") == "tool" and _call_id(e) in wanted]
-    kept = events[:last] + [e for e in after if not (e.get("type") == "tool" and _call_id(e) in wanted)]
-    turn = events[last].get("turn")
-    names = ", ".join(str(c.get("name")) for c in missing)
-    text = (f"dropped turn {turn}: the episode stopped while its tool calls ran ({len(missing)} of "
-            f"{len(calls)} without a result: {names}), so its assistant message and {len(partial)} "
-            "tool result(s) were left out and the model redoes the turn")
-    return kept, [text]
+def _drop_dangling_turns(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Leave out, anywhere in the history, every assistant message some of whose tool calls have no
+    result, with the results it did get, so the conversation sent to the model never holds a tool
+    call without its result (providers reject that). The last such message is the turn the model
+    redoes; earlier ones are turns an earlier resume dropped, which stay in the file.
+
+    A tool result belongs to the assistant message before it (no other assistant message between)
+    that made a call with its id: a redone turn has the same turn number as the one it replaces,
+    and may even reuse its call ids, so neither the turn nor the id alone says which it answers.
+    Tool results that answer no such call are left out too.
+    """
+    owner: dict[int, int] = {}          # tool event index -> index of the assistant message it answers
+    answered: dict[int, set[str]] = {}  # assistant message index -> call ids with a result
+    current: int | None = None
+    orphans: list[int] = []
+    for index, event in enumerate(events):
+        kind = event.get("type")
+        if kind == "message" and _is_assistant(event):
+            current = index
+            answered[index] = set()
+        elif kind == "tool":
+            call_id = _call_id(event)
+            if current is not None and call_id in _call_ids(events[current]):
+                owner[index] = current
+                answered[current].add(str(call_id))
+            else:
+                orphans.append(index)
+
+    drop: set[int] = set(orphans)
+    dropped: list[str] = []
+    for index, ids in answered.items():
+        calls = events[index]["message"].get("tool_calls") or []
+        missing = [c for c in calls if str(c.get("id")) not in ids]
+        if not missing:
+            continue
+        partial = [i for i, o in owner.items() if o == index]
+        drop.add(index)
+        drop.update(partial)
+        names = ", ".join(str(c.get("name")) for c in missing)
+        dropped.append(f"dropped turn {events[index].get('turn')} (the model's answer at {float(events[index].get('t') or 0.0):.1f} s): "
+                       f"the episode stopped while its tool calls ran ({len(missing)} of {len(calls)} without a "
+                       f"result: {names}), so its assistant message and {len(partial)} tool result(s) were "
+                       "left out and the model redoes the turn")
+    if orphans:
+        dropped.append(f"left out {len(orphans)} tool result(s) that answer no tool call of the assistant "
+                       "message before them")
+    return [e for i, e in enumerate(events) if i not in drop], dropped
 
 
-def _last_assistant_index(events: list[dict[str, Any]]) -> int | None:
-    for index in range(len(events) - 1, -1, -1):
-        event = events[index]
-        if event.get("type") == "message" and isinstance(event.get("message"), dict) \
-                and event["message"].get("role") == "assistant":
-            return index
-    return None
+def _is_assistant(event: dict[str, Any]) -> bool:
+    message = event.get("message")
+    return isinstance(message, dict) and message.get("role") == "assistant"
+
+
+def _call_ids(event: dict[str, Any]) -> set[str]:
+    return {str(c.get("id")) for c in event["message"].get("tool_calls") or [] if isinstance(c, dict)}
