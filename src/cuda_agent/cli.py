@@ -187,7 +187,7 @@ def optimize(
     out_console.print(summary_table(results))
     out_console.print(f"{summary['correct']}/{summary['episodes']} episodes found a correct solution; "
                       f"summary in {out / 'summary.json'}")
-    crashed = [r for r in results if r.stop_reason in ("crashed", "llm_error")]
+    crashed = [r for r in results if r.stop_reason in ("crashed", "llm_error", "llm_unavailable")]
     raise typer.Exit(1 if crashed and len(crashed) == len(results) else 0)
 
 

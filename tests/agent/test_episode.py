@@ -13,12 +13,12 @@ import pytest
 from typer.testing import CliRunner
 
 from cuda_agent.agent.context import ELIDED
-from cuda_agent.agent.loop import CUT_OFF, NUDGE
+from cuda_agent.agent.loop import CUT_OFF, NUDGE, Episode, EpisodeError
 from cuda_agent.agent.tools.base import ToolLimits
 from cuda_agent.agent.trajectory import load_trajectory
 from cuda_agent.cli import app
 
-from .servers import AnthropicServer, HttpError, OpenAIServer, Reply
+from .servers import AnthropicServer, Delay, HttpError, OpenAIServer, Reply
 
 KERNEL, BINDING, MODEL_NEW = "kernels/scale_bias_relu.cpp", "kernels/scale_bias_relu_binding.cpp", "model_new.py"
 
@@ -202,7 +202,7 @@ def test_an_unreachable_model_leaves_the_episode_resumable(run_episode, tmp_path
     first = [Reply("Reading.", [("read", {"path": "model.py"})])] + [HttpError(500, "down")] * 4
     with OpenAIServer(first) as server:
         result = run_episode(server, directory=directory)
-    assert result.stop_reason == "llm_error" and "500" in result.error
+    assert result.stop_reason == "llm_unavailable" and "500" in result.error
     assert load_trajectory(directory / "trajectory.jsonl").end is None
 
     with OpenAIServer([Reply("Back.", [("finish", {})])]) as server:
@@ -215,3 +215,55 @@ def test_an_unreachable_model_leaves_the_episode_resumable(run_episode, tmp_path
     with OpenAIServer([]) as server:  # an ended episode is not run again
         again = run_episode(server, directory=directory)
     assert again.stop_reason == "finished" and server.requests == []
+
+
+def test_calls_in_a_cut_off_reply_are_not_run(run_episode):
+    script = [Reply("", [("write", {"path": "kernels/a.cpp", "content": "int x;"})], finish_reason="length"),
+              Reply("", [("finish", {})])]
+    with OpenAIServer(script) as server:
+        result = run_episode(server)
+    assert result.stop_reason == "finished"
+    (write,) = by_name(tool_events(result), "write")
+    assert write["is_error"] and CUT_OFF in write["message"]["content"] and write["data"]["not_run"]
+    assert not (result.directory / "workspace" / "kernels" / "a.cpp").exists()
+
+
+def test_a_refused_request_ends_the_episode(run_episode):
+    with OpenAIServer([HttpError(401, "invalid api key")]) as server:
+        result = run_episode(server)
+    assert result.stop_reason == "llm_error" and "401" in result.error
+    assert load_trajectory(result.directory / "trajectory.jsonl").end["stop_reason"] == "llm_error"
+
+
+def test_a_slow_model_cannot_overrun_the_wall_time_budget(run_episode):
+    with OpenAIServer([Delay(10, Reply("", [("finish", {})]))]) as server:
+        result = run_episode(server, max_wall_s=1.0)
+    assert result.stop_reason == "max_wall_time" and result.turns == 0
+    assert result.elapsed_s < 5
+
+
+def test_one_episode_directory_serves_one_run_at_a_time(run_episode, task, judge_pool, tmp_path):
+    directory = tmp_path / "locked"
+    holder = Episode(task, None, judge_pool, directory)
+    holder._lock()
+    try:
+        with OpenAIServer([Reply("", [("finish", {})])]) as server, pytest.raises(EpisodeError, match="in use"):
+            run_episode(server, directory=directory)
+    finally:
+        holder._unlock()
+
+
+def test_a_start_that_crashed_half_way_is_started_again(run_episode, tmp_path):
+    directory = tmp_path / "half"
+    (directory / "workspace" / "kernels").mkdir(parents=True)
+    (directory / "trajectory.jsonl.new").write_text('{"type": "header"')
+    with OpenAIServer([Reply("", [("finish", {})])]) as server:
+        result = run_episode(server, directory=directory)
+    assert result.stop_reason == "finished"
+    assert not (directory / "trajectory.jsonl.new").exists()
+
+    stranger = tmp_path / "stranger"
+    stranger.mkdir()
+    (stranger / "notes.txt").write_text("mine")
+    with OpenAIServer([]) as server, pytest.raises(EpisodeError, match="not empty"):
+        run_episode(server, directory=stranger)

@@ -71,6 +71,11 @@ def export_solution(best: BestSolution, directory: Path) -> Path:
         (staging / rel).parent.mkdir(parents=True, exist_ok=True)
         write_atomic(staging / rel, text)
     write_atomic(staging / VERDICT_FILE, json.dumps({"turn": best.turn, **best.verdict}, indent=2, default=str))
-    shutil.rmtree(directory, ignore_errors=True)
+    # Move the old one aside before the new one goes in, so a crash never leaves neither.
+    retired = directory.with_name(directory.name + ".old")
+    shutil.rmtree(retired, ignore_errors=True)
+    if directory.exists():
+        directory.rename(retired)
     staging.rename(directory)
+    shutil.rmtree(retired, ignore_errors=True)
     return directory

@@ -2,29 +2,46 @@
 
 The size of the next request is known exactly up to the last completion (the model reported its
 prompt and output tokens) and estimated for what came after (tool results). When the estimate
-passes the budget, the oldest tool results are elided first (they are stale: the files and
-verdicts they describe have moved on), always keeping the latest ``keep_recent`` messages whole.
-A single tool result is also capped, so one huge output cannot crowd out everything else.
+passes the budget, the oldest messages are shrunk first (they are stale: the files and verdicts
+they describe have moved on): tool results become a notice, and the long strings of old write and
+edit calls a placeholder; the latest ``keep_recent`` messages are always kept whole.
+A single tool result is also capped (``text.cap_text``), so one huge output cannot crowd out
+everything else.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from .messages import CHARS_PER_TOKEN, Message, Usage
 
 ELIDED = "[older tool output elided to fit the context window ({chars} characters)]"
+ELIDED_PREFIX = ELIDED.split("(")[0]
+ELIDED_ARGUMENT = "[elided to fit the context window: {chars} characters; read the file for its current text]"
+LONG_ARGUMENT = 200  # characters: shorter tool results and argument strings (paths) are kept
 
 
-def truncate_middle(text: str, max_chars: int) -> tuple[str, int]:
-    """``text`` cut to about ``max_chars``, keeping its head and tail; returns (text, chars cut)."""
-    if len(text) <= max_chars:
-        return text, 0
-    head = max_chars * 2 // 3
-    tail = max_chars - head
-    cut = len(text) - head - tail
-    notice = f"\n[... {cut} characters cut from the middle of this output ...]\n"
-    return text[:head] + notice + text[len(text) - tail:], cut
+def elide_arguments(arguments: str) -> str:
+    """A tool call's JSON arguments with every long string replaced by a placeholder; the keys and
+    short values (the path) stay, so the history still says what was done where."""
+    if len(arguments) <= LONG_ARGUMENT:
+        return arguments
+    try:
+        value = json.loads(arguments)
+    except json.JSONDecodeError:
+        return json.dumps({"elided": ELIDED_ARGUMENT.format(chars=len(arguments))})
+
+    def shrink(item):
+        if isinstance(item, str) and len(item) > LONG_ARGUMENT:
+            return ELIDED_ARGUMENT.format(chars=len(item))
+        if isinstance(item, dict):
+            return {k: shrink(v) for k, v in item.items()}
+        if isinstance(item, list):
+            return [shrink(v) for v in item]
+        return item
+
+    return json.dumps(shrink(value))
 
 
 @dataclass
@@ -54,18 +71,22 @@ class ContextBudget:
         return usage.input_tokens + usage.output_tokens + sum(m.estimated_tokens() for m in messages[covered:])
 
     def elide(self, messages: list[Message], excess_tokens: int, keep_recent: int | None = None) -> dict[int, int]:
-        """Replace the oldest tool results with a notice until about ``excess_tokens`` are freed.
-        Edits ``messages`` in place; returns {message index: tokens freed}."""
+        """Shrink the oldest messages until about ``excess_tokens`` are freed: tool results become a
+        notice, and long strings in the arguments of old tool calls (the contents of write and
+        edit calls) become a placeholder. Edits ``messages`` in place; returns {index: tokens freed}."""
         keep = self.keep_recent if keep_recent is None else keep_recent
         freed: dict[int, int] = {}
         for index, message in enumerate(messages[: max(0, len(messages) - keep)]):
             if sum(freed.values()) >= excess_tokens:
                 break
-            if message.role != "tool" or message.content.startswith("[older tool output elided"):
-                continue
             before = message.estimated_tokens()
-            message.content = ELIDED.format(chars=len(message.content))
-            freed[index] = before - message.estimated_tokens()
+            if message.role == "tool" and len(message.content) > LONG_ARGUMENT:
+                message.content = ELIDED.format(chars=len(message.content))
+            elif message.role == "assistant":
+                for call in message.tool_calls:
+                    call.arguments = elide_arguments(call.arguments)
+            if (saved := before - message.estimated_tokens()) > 0:
+                freed[index] = saved
         return freed
 
     @staticmethod

@@ -3,9 +3,10 @@
 Each turn sends the conversation to the model, runs the tool calls it asks for (in order), and
 feeds the results back. The episode stops when the model calls ``finish``, when a budget runs out
 (turns, wall time, context), when the model keeps failing (replies without a tool call, or turns
-in which every call fails), or when the model cannot be reached. Everything is appended to the
-episode's trajectory as it happens, so an interrupted episode resumes from its file, and the best
-correct solution is exported the moment the judge finds it.
+in which every call fails), or when the model refuses the request. Everything is appended to the
+episode's trajectory as it happens, so an interrupted episode resumes from its file (as does one
+whose model was unreachable after every retry), and the best correct solution is exported the
+moment the judge finds it. A lock keeps two runs from working on one episode at once.
 
 An episode's directory::
 
@@ -14,11 +15,16 @@ An episode's directory::
     DIR/scratch/           bash's HOME and TMPDIR
     DIR/best/              the best correct solution so far, with its verdict.json
     DIR/result.json        the episode's summary, once it has ended
+    DIR/.lock              held while a run works on the episode
 """
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
 import json
+import os
+import shutil
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -32,16 +38,21 @@ from ..files import write_atomic
 from ..task import Task
 from ..workspace import SKILL_FILE, create_workspace
 from .best import BestSolution, better, candidate_from_verdict, export_solution
-from .context import ContextBudget, truncate_middle
+from .context import ContextBudget
 from .llm.base import ContextOverflowError, LLMClient, LLMError
 from .messages import Message, ToolCall, Usage, estimate_tokens
 from .prompt import opening_messages
+from .text import cap_text
 from .tools import ToolBox, default_tools, protected_files
 from .tools.base import ToolContext, ToolLimits, ToolOutput
 from .trajectory import TrajectoryWriter, load_trajectory, resume_state
 
 TRAJECTORY_FILE = "trajectory.jsonl"
+STAGING_TRAJECTORY = "trajectory.jsonl.new"
 RESULT_FILE = "result.json"
+LOCK_FILE = ".lock"
+BEST_DIR = "best"
+START_ARTEFACTS = frozenset({"workspace", "scratch", STAGING_TRAJECTORY})
 JUDGE_TOOLS = frozenset({"compile", "verify", "profile"})
 EXTERNAL_TOOLS = JUDGE_TOOLS | {"bash"}  # their time is the judge's or the command's, not the loop's
 NUDGE = ("No tool was called. Continue by calling a tool (compile, verify and profile run the judge), "
@@ -92,7 +103,7 @@ class EpisodeResult:
 
     @property
     def best_dir(self) -> Path | None:
-        return self.directory / "best" if self.best else None
+        return self.directory / BEST_DIR if self.best else None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -155,6 +166,7 @@ class Episode:
         self.overhead_ms: list[float] = []
         self._started = 0.0
         self._writer: TrajectoryWriter | None = None
+        self._lock_handle = None
 
     # -- paths ----------------------------------------------------------------------------------
     @property
@@ -177,13 +189,37 @@ class Episode:
         self._emit({"type": "note", "turn": self.turn, "kind": kind, "text": text})
 
     # -- start and resume -----------------------------------------------------------------------
+    def _lock(self) -> None:
+        """Hold the episode's lock for the whole run: two runs appending to one trajectory and
+        editing one workspace would corrupt both."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        handle = open(self.directory / LOCK_FILE, "a")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise EpisodeError(f"{self.directory} is in use by another run of this episode; wait for it, "
+                               "or choose another output directory") from None
+        self._lock_handle = handle
+
+    def _unlock(self) -> None:
+        if self._lock_handle is not None:
+            self._lock_handle.close()  # closing releases the lock
+            self._lock_handle = None
+
     def _start(self) -> None:
-        if self.directory.exists() and any(self.directory.iterdir()):
+        """A new episode. The trajectory appears only once its header and opening messages are
+        written, so a crash before then leaves nothing that looks resumable."""
+        leftovers = {p.name for p in self.directory.iterdir()} - {LOCK_FILE}
+        if leftovers - START_ARTEFACTS:
             raise EpisodeError(f"{self.directory} is not empty and holds no trajectory to resume; "
                                "choose a new output directory")
-        self.directory.mkdir(parents=True, exist_ok=True)
+        for name in leftovers:  # a start that crashed half-way
+            path = self.directory / name
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
         create_workspace(self.task, self.workspace, self.judge.backend, self.device, cache_dir=self.judge.cache_dir)
-        self._writer = TrajectoryWriter(self.trajectory_path)
+        staging = self.directory / STAGING_TRAJECTORY
+        self._writer = TrajectoryWriter(staging)
         self._emit({"type": "header", "version": 1, "episode_id": self.episode_id,
                     "task": {"name": self.task.name, "sha256": self.task.sha256, "source": self.task.source},
                     "model": self.client.model, "provider": self.provider, "backend": self.judge.backend,
@@ -192,6 +228,9 @@ class Episode:
         skill = (self.workspace / SKILL_FILE).read_text()
         for message in opening_messages(self.task, self.judge.backend, skill):
             self._append(message)
+        self._writer.close()
+        os.replace(staging, self.trajectory_path)
+        self._writer = TrajectoryWriter(self.trajectory_path)
 
     def _resume(self) -> EpisodeResult | None:
         trajectory = load_trajectory(self.trajectory_path)
@@ -211,6 +250,8 @@ class Episode:
         self.messages, self.turn = state.messages, state.turn
         self.usage, self.elapsed_before = state.usage, state.elapsed_s
         self.best = BestSolution.from_event(state.best) if state.best else None
+        if self.best is not None and not (self.directory / BEST_DIR).is_dir():
+            export_solution(self.best, self.directory / BEST_DIR)  # lost to a crash mid-export
         self.status.turn = self.turn
         self.status.best_speedup = self.best.speedup_vs_compile if self.best else None
         self._writer = TrajectoryWriter(self.trajectory_path)
@@ -220,25 +261,29 @@ class Episode:
     # -- the loop -------------------------------------------------------------------------------
     async def run(self) -> EpisodeResult:
         self._started = time.monotonic()
-        if self.trajectory_path.is_file():
-            done = self._resume()
-            if done is not None:
-                return done
-        else:
-            self._start()
-        context = ToolContext(workspace=self.workspace, task=self.task, judge=self.judge,
-                              scratch=self.directory / "scratch", hidden=self.hidden,
-                              protected=protected_files(), limits=self.settings.tool_limits)
-        context.scratch.mkdir(exist_ok=True)
-        stop, error = "", ""
-        idle = failed = 0
+        self._lock()
         try:
-            while not stop:
-                stop, error, idle, failed = await self._turn(context, idle, failed)
-        except BaseException:  # cancelled or crashed: the trajectory stays resumable
-            self._writer.close()
-            raise
-        return self._finish(stop, error)
+            if self.trajectory_path.is_file():
+                done = self._resume()
+                if done is not None:
+                    return done
+            else:
+                self._start()
+            context = ToolContext(workspace=self.workspace, task=self.task, judge=self.judge,
+                                  scratch=self.directory / "scratch", hidden=self.hidden,
+                                  protected=protected_files(), limits=self.settings.tool_limits)
+            context.scratch.mkdir(exist_ok=True)
+            stop, error = "", ""
+            idle = failed = 0
+            try:
+                while not stop:
+                    stop, error, idle, failed = await self._turn(context, idle, failed)
+            except BaseException:  # cancelled or crashed: the trajectory stays resumable
+                self._writer.close()
+                raise
+            return self._finish(stop, error)
+        finally:
+            self._unlock()
 
     def _check_budgets(self) -> str:
         s = self.settings
@@ -282,12 +327,17 @@ class Episode:
         self.turn += 1
         turn_started = time.monotonic()
         try:
-            completion = await self._complete()
+            # The wall-time budget also bounds a model that answers slowly or keeps being retried.
+            remaining = max(1.0, self.settings.max_wall_s - self._now())
+            completion = await asyncio.wait_for(self._complete(), remaining)
+        except asyncio.TimeoutError:
+            self.turn -= 1
+            return "max_wall_time", "", idle, failed
         except ContextOverflowError as exc:
             return "context_exhausted", str(exc), idle, failed
         except LLMError as exc:
             self.turn -= 1  # the turn never happened; a resumed episode redoes it
-            return "llm_error", str(exc), idle, failed
+            return ("llm_unavailable" if exc.transient else "llm_error"), str(exc), idle, failed
         model_s = completion.latency_s
         self.usage = self.usage + completion.usage
         reply = completion.message
@@ -303,8 +353,12 @@ class Episode:
                 stop = "no_tool_calls"
         else:
             idle = 0
+            cut_off = completion.finish_reason == "length"  # the last call's arguments are incomplete
             for call in reply.tool_calls:
-                output, seconds = await self._call_tool(call, context)
+                if cut_off:
+                    output, seconds = self._not_run(call, CUT_OFF), 0.0
+                else:
+                    output, seconds = await self._call_tool(call, context)
                 if call.name in EXTERNAL_TOOLS:
                     external_s += seconds
                 all_failed = all_failed and output.is_error and call.name not in JUDGE_TOOLS
@@ -318,11 +372,21 @@ class Episode:
         self.on_status(self.status)
         return stop, "", idle, failed
 
+    def _not_run(self, call: ToolCall, why: str) -> ToolOutput:
+        output = ToolOutput(f"not run: {why}", is_error=True, data={"not_run": True})
+        self._record_tool(call, output, 0.0)
+        return output
+
     async def _call_tool(self, call: ToolCall, context: ToolContext) -> tuple[ToolOutput, float]:
         started = time.monotonic()
         output = await self.toolbox.call(call, context)
         seconds = time.monotonic() - started
-        text, cut = truncate_middle(output.text, self.budget.max_tool_chars)
+        self._record_tool(call, output, seconds)
+        return output, seconds
+
+    def _record_tool(self, call: ToolCall, output: ToolOutput, seconds: float) -> None:
+        text = cap_text(output.text, self.budget.max_tool_chars)
+        cut = len(output.text) - len(text)
         message = Message("tool", text, tool_call_id=call.id, name=call.name)
         self.messages.append(message)
         self._emit({"type": "tool", "turn": self.turn, "call": asdict(call), "message": message.to_dict(),
@@ -332,14 +396,13 @@ class Episode:
             self.status.last_verdict = brief_verdict(output.verdict)
             if output.solution is not None:
                 self._consider(output.verdict, output.solution)
-        return output, seconds
 
     def _consider(self, verdict: dict[str, Any], solution) -> None:
         candidate = candidate_from_verdict(verdict, solution, self.turn)
         if candidate is None or not better(candidate, self.best):
             return
         self.best = candidate
-        export_solution(candidate, self.directory / "best")
+        export_solution(candidate, self.directory / BEST_DIR)
         self._emit({"turn": self.turn, **candidate.event()})
         self.status.best_speedup = candidate.speedup_vs_compile
 
@@ -361,9 +424,9 @@ class Episode:
     def _finish(self, stop: str, error: str) -> EpisodeResult:
         best = self.best.summary() if self.best else None
         elapsed = round(self._now(), 3)
-        if stop == "llm_error":
-            # The model's service failed, not the episode: leave it open so a rerun resumes it.
-            self._note("llm_error", error)
+        if stop == "llm_unavailable":
+            # The model's service is down, not the episode: leave it open so a rerun resumes it.
+            self._note("llm_unavailable", error)
             self._writer.close()
             self.status.stop_reason = stop
             self.on_status(self.status)
