@@ -243,49 +243,14 @@ def restore_protected(ctx: ToolContext, saved: dict[str, _Snapshot]) -> list[str
 
 
 # -- running ----------------------------------------------------------------------------------
-# The program exec'd in a new PID namespace. Its one child is the namespace's init: it runs the
-# command as its own child (so the command's `kill $$` still works: init ignores such signals),
-# reaps orphans, and hands the command's exact wait status back over a pipe. When init exits,
-# the kernel kills everything left in the namespace, and the wrapper then ends as the command
-# did, by the same signal if it was killed by one.
-_PID_NAMESPACE_WRAPPER = r"""
-import os, signal, sys
-r, w = os.pipe()
-init = os.fork()
-if init == 0:
-    try:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        command = os.fork()
-        if command == 0:
-            for sig in (signal.SIGPIPE, signal.SIGXFSZ):
-                signal.signal(sig, signal.SIG_DFL)
-            os.execvp("bash", ["bash", "-c", sys.argv[1]])
-        while True:
-            pid, status = os.wait()
-            if pid == command:
-                break
-        os.write(w, str(status).encode())
-    finally:  # neither child may run on into the code below; a failed exec exits 127, as bash does
-        os._exit(127)
-os.close(w)
-os.waitpid(init, 0)
-reply = os.read(r, 32)
-status = int(reply) if reply else signal.SIGKILL
-if os.WIFSIGNALED(status):
-    sig = os.WTERMSIG(status)
-    try:
-        signal.signal(sig, signal.SIG_DFL)
-    except (OSError, ValueError):
-        pass
-    os.kill(os.getpid(), sig)
-    os._exit(128 + sig)
-os._exit(os.waitstatus_to_exitcode(status))
-"""
+# The program exec'd in a new PID namespace (see pid_init.py). Run by path with -I -S: nothing
+# from the workspace or site-packages is imported into it.
+PID_INIT = Path(__file__).with_name("pid_init.py")
 
 
 def _argv(command: str, policy: SandboxPolicy) -> list[str]:
     if policy.new_pid_namespace:
-        return [sys.executable, "-I", "-S", "-c", _PID_NAMESPACE_WRAPPER, command]
+        return [sys.executable, "-I", "-S", str(PID_INIT), command]
     return ["bash", "-c", command]
 
 
