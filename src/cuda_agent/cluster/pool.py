@@ -1,19 +1,27 @@
 """Judge runs shared by many concurrent episodes.
 
-Each judge run already works in fresh processes of its own; what a pool adds is a bound on how
-many run at once (compilation and verification use CPU cores and memory) and an ``async`` face
-for the agent's event loop. Timing is serialised per device by the judge itself, so a pool never
-lets two candidates be timed on one GPU at the same time.
+Each judge run already starts fresh worker processes of its own; what a pool adds is a bound on
+how many run at once (compilation and verification use CPU cores and memory) and an ``async``
+face for the agent's event loop. The local pool runs every judge in a process of its own rather
+than a thread of the agent's: the judge keeps its own clock while it times a candidate, and a
+busy event loop (or another judge) sharing its interpreter would stretch that clock and fail
+honest kernels on timing integrity. Timing is serialised per device by the judge itself (a file
+lock), so a pool never lets two candidates be timed on one GPU at the same time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
+from ..device import resolve_backend
 from ..judge.config import JudgeConfig
 from ..judge.verdict import Verdict
 from ..solution import Solution
@@ -36,24 +44,54 @@ def default_concurrency() -> int:
     return max(2, (os.cpu_count() or 2) // 2)
 
 
+_judge: Any = None  # the Judge of a pool process
+
+
+def _start_judge(config: JudgeConfig) -> None:
+    global _judge
+    from ..judge.pipeline import Judge
+
+    _judge = Judge(config)
+
+
+def _evaluate(task: Task, solution: Solution, stage: str) -> Verdict:
+    return _judge.evaluate(task, solution, stage)
+
+
 class LocalJudgePool:
-    """Runs judge evaluations in threads of this process, at most ``max_concurrent`` at a time."""
+    """Judge evaluations in ``max_concurrent`` processes of this machine, one run per process at a time."""
 
     def __init__(self, config: JudgeConfig | None = None, max_concurrent: int | None = None):
-        from ..judge.pipeline import Judge
-
-        self.judge = Judge(config)
-        self.backend = self.judge.backend
-        self.cache_dir = self.judge.cache_dir
+        config = config or JudgeConfig()
+        self.backend = resolve_backend(config.backend)
+        self.config = replace(config, backend=self.backend)  # every pool process judges on the same backend
+        self.cache_dir = Path(self.config.cache_dir)
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.max_concurrent = max_concurrent or default_concurrency()
-        self._executor = ThreadPoolExecutor(self.max_concurrent, thread_name_prefix="judge")
+        self._lock = threading.Lock()
+        self._executor = self._new_executor()
         self._closed = False
+
+    def _new_executor(self) -> ProcessPoolExecutor:
+        # spawn, not fork: the agent's process has threads and an event loop that a fork would copy.
+        return ProcessPoolExecutor(self.max_concurrent, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_start_judge, initargs=(self.config,))
 
     async def evaluate(self, task: Task, solution: Solution, stage: str) -> Verdict:
         if self._closed:
             raise RuntimeError("the judge pool is closed")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self.judge.evaluate, task, solution, stage)
+        executor = self._executor
+        try:
+            return await loop.run_in_executor(executor, _evaluate, task, solution, stage)
+        except BrokenProcessPool:
+            # A pool process died (killed, out of memory): the judge itself never raises for a
+            # bad candidate. Start a new pool and run this evaluation once more.
+            with self._lock:
+                if self._executor is executor:
+                    self._executor = self._new_executor()
+                executor = self._executor
+            return await loop.run_in_executor(executor, _evaluate, task, solution, stage)
 
     def close(self) -> None:
         self._closed = True
