@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import json
+import signal
 import statistics
 import sys
 import tempfile
@@ -107,6 +109,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None,
                         help="JSON results (default: benchmarks/results/agent_overhead-BACKEND.json)")
     args = parser.parse_args()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1 PID shows where it is
     backend = resolve_backend(args.device)
     args.out = args.out or ROOT / "benchmarks" / "results" / f"agent_overhead-{backend}.json"
     console = Console()
@@ -131,6 +134,8 @@ def main() -> None:
             "max_ms": max(overheads), "wall_s": time.perf_counter() - started,
         }
 
+        console.print(f"overhead: {results['overhead']['median_ms']:.2f} ms per turn (median); "
+                      f"now {args.episodes} concurrent judged episodes", style="dim")
         started = time.perf_counter()
         with OpenAIServer(judged_script(solution_files(backend))) as server:
             specs = plan_episodes([task] * args.episodes, Path(tmp) / "concurrent", 1)

@@ -47,10 +47,15 @@ def default_concurrency() -> int:
 _judge: Any = None  # the Judge of a pool process
 
 
-def _start_judge(config: JudgeConfig) -> None:
+def _start_judge(config: JudgeConfig, processes: int) -> None:
     global _judge
+    import torch
+
     from ..judge.pipeline import Judge
 
+    # The judge compares outputs with torch on the CPU; a full-size thread pool in every pool
+    # process would oversubscribe the cores that the candidates' own processes need.
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // processes))
     _judge = Judge(config)
 
 
@@ -75,7 +80,7 @@ class LocalJudgePool:
     def _new_executor(self) -> ProcessPoolExecutor:
         # spawn, not fork: the agent's process has threads and an event loop that a fork would copy.
         return ProcessPoolExecutor(self.max_concurrent, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_start_judge, initargs=(self.config,))
+                                   initializer=_start_judge, initargs=(self.config, self.max_concurrent))
 
     async def evaluate(self, task: Task, solution: Solution, stage: str) -> Verdict:
         if self._closed:
