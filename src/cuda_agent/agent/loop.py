@@ -423,24 +423,19 @@ class Episode:
 
     def _finish(self, stop: str, error: str) -> EpisodeResult:
         best = self.best.summary() if self.best else None
-        elapsed = round(self._now(), 3)
+        result = EpisodeResult(self.episode_id, self.task.name, stop, self.turn, round(self._now(), 3), self.usage,
+                               best, self.directory, [round(x, 3) for x in self.overhead_ms], error)
         if stop == "llm_unavailable":
             # The model's service is down, not the episode: leave it open so a rerun resumes it.
             self._note("llm_unavailable", error)
-            self._writer.close()
-            self.status.stop_reason = stop
-            self.on_status(self.status)
-            return EpisodeResult(self.episode_id, self.task.name, stop, self.turn, elapsed, self.usage, best,
-                                 self.directory, [round(x, 3) for x in self.overhead_ms], error)
-        end = {"type": "end", "turn": self.turn, "stop_reason": stop, "elapsed_s": elapsed,
-               "usage": asdict(self.usage), "best": best}
-        if error:
-            end["error"] = error
-        self._emit(end)
+        else:
+            end = {"type": "end", "turn": self.turn, "stop_reason": stop, "elapsed_s": result.elapsed_s,
+                   "usage": asdict(self.usage), "best": best}
+            if error:
+                end["error"] = error
+            self._emit(end)
+            write_atomic(self.directory / RESULT_FILE, json.dumps(result.to_dict(), indent=2))
         self._writer.close()
-        result = EpisodeResult(self.episode_id, self.task.name, stop, self.turn, elapsed, self.usage, best,
-                               self.directory, [round(x, 3) for x in self.overhead_ms], error)
-        write_atomic(self.directory / RESULT_FILE, json.dumps(result.to_dict(), indent=2))
         self.status.stop_reason = stop
         self.on_status(self.status)
         return result

@@ -26,6 +26,7 @@ from ..task import Task
 from .llm.base import LLMClient
 from .loop import AgentSettings, Episode, EpisodeResult, EpisodeStatus
 from .messages import Usage
+from .replay import fmt_speedup
 
 SUMMARY_FILE = "summary.json"
 MAX_ROWS = 24  # rows of the live table; the rest are counted
@@ -71,10 +72,10 @@ class LiveView:
         finished = [s for s in self.rows.values() if s.stop_reason is not None]
         shown = (running + finished)[:MAX_ROWS]
         for s in shown:
-            best = f"{s.best_speedup:.2f}x" if s.best_speedup is not None else "-"
             state = Text(s.stop_reason or ("running" if s.turn else "waiting"),
                          style="green" if s.stop_reason == "finished" else ("yellow" if s.stop_reason else "cyan"))
-            table.add_row(s.episode_id, str(s.turn), s.last_verdict or "-", best, str(s.tokens), state)
+            table.add_row(s.episode_id, str(s.turn), s.last_verdict or "-", fmt_speedup(s.best_speedup), str(s.tokens),
+                          state)
         hidden = len(self.rows) - len(shown)
         footer = Text(f"{len(finished)}/{len(self.rows)} ended" + (f"; {hidden} more not shown" if hidden else ""),
                       style="dim")
@@ -145,9 +146,8 @@ def summary_table(results: list[EpisodeResult]) -> Table:
         table.add_column(column)
     for r in results:
         b = r.best or {}
-        fmt = lambda x: f"{x:.2f}x" if isinstance(x, (int, float)) else "-"  # noqa: E731
         table.add_row(r.episode_id, r.stop_reason + (f" ({r.error[:60]})" if r.error else ""), str(r.turns),
-                      b.get("stage", "-") if b else "-", fmt(b.get("speedup_vs_eager")),
-                      fmt(b.get("speedup_vs_compile")), str(b.get("reward", "-")) if b else "-",
+                      b.get("stage", "-") if b else "-", fmt_speedup(b.get("speedup_vs_eager")),
+                      fmt_speedup(b.get("speedup_vs_compile")), str(b.get("reward", "-")) if b else "-",
                       str(r.usage.input_tokens + r.usage.output_tokens), f"{r.elapsed_s:.0f}s")
     return table
