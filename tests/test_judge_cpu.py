@@ -346,6 +346,17 @@ def test_work_moved_out_of_the_timed_call_is_caught(unscanned_judge, task, fixtu
     v = unscanned_judge.judge(task, fixture_solution("cpu/attacks/work_in_prepare"))
     assert v.status == "runtime_error", v.feedback
     assert "outside the timed calls" in v.error and v.reward == -1
+    assert v.timing_integrity["attempts"] == unscanned_judge.config.timing_attempts == 3
+
+
+def test_overheads_out_of_line_once_are_timed_again(unscanned_judge, task, fixture_solution):
+    # Only the first timing session prepares slowly (as under a burst of load): the second attempt
+    # passes, and its timings are the ones reported.
+    v = unscanned_judge.judge(task, fixture_solution("cpu/busy_first_timing"))
+    assert v.status == "ok", v.feedback
+    assert v.timing_integrity["attempts"] == 2
+    assert v.timing_integrity["candidate_prepare_ms"] < 20.0
+    assert not v.violations
 
 
 def test_forged_reply_on_the_channel_fails_the_candidate(unscanned_judge, task, fixture_solution):

@@ -43,6 +43,7 @@ class JudgeConfig:
     rtol: float = 1e-2
     norm_rtol: float | None = None    # bound on ||c - r|| / ||r||; None: the dtype's rtol
     recheck_calls: int = 3            # timed calls whose outputs are checked afterwards
+    timing_attempts: int = 3          # candidate+calibration pairs tried before overheads fail it
     margin: float = 0.05              # reward Eq. 1: "faster" means more than 5% faster
     timing: TimingConfig = field(default_factory=TimingConfig)
     cache_dir: Path = field(default_factory=default_cache_dir)

@@ -125,6 +125,7 @@ class Judge:
                                     "norm_rtol": cfg.norm_rtol, "static_checks": cfg.static_checks,
                                     "runtime_checks": cfg.runtime_checks,
                                     "margin": cfg.margin, "recheck_calls": cfg.recheck_calls,
+                                    "timing_attempts": cfg.timing_attempts,
                                     "timing": cfg.timing.__dict__, "layout": solution.layout})
         if solution.ignored:
             verdict.notes.append("ignored workspace files (the judge supplies its own infrastructure): "
@@ -615,28 +616,39 @@ class _Run:
         v.stage = "profile"
         t0 = time.perf_counter()
         self._load_weights(self._seed())
-        session, seeds = self._session(self.cand, "candidate", keep=True)
-        v.timings["candidate"] = TimingStats.from_session(session, cfg.keep_samples)
-        if cfg.runtime_checks and session.threads_grown:
-            v.timings["candidate"] = None
-            v.violations += evidence.assess_threads(0, session.threads_grown, MODEL_FILE)
-            _fail(v, "forbidden", f"{session.threads_grown} timed call(s) returned with a thread still running")
-        self._recheck(seeds)
+        # Overheads are compared between two processes timed one after the other, so a burst of
+        # load on the machine during one of them looks like hidden work. Hidden work shows up in
+        # every attempt, noise rarely twice: the pair is timed again, and the timings kept are
+        # those of the attempt that passed (its outputs rechecked like the first's).
+        for attempt in range(1, max(1, cfg.timing_attempts) + 1):
+            session, seeds = self._session(self.cand, "candidate", keep=True)
+            v.timings["candidate"] = TimingStats.from_session(session, cfg.keep_samples)
+            if cfg.runtime_checks and session.threads_grown:
+                v.timings["candidate"] = None
+                v.violations += evidence.assess_threads(0, session.threads_grown, MODEL_FILE)
+                _fail(v, "forbidden", f"{session.threads_grown} timed call(s) returned with a thread still running")
+            self._recheck(seeds)
 
-        # The same steps in the trusted reference process show what honest overheads look like.
-        calibration, _ = self._session(self.ref, "reference (calibration)", keep=True,
-                                       calls=CALIBRATION_CALLS)
-        reference = TimingStats.from_session(calibration)
-        v.timing_integrity = {
-            "candidate_prepare_ms": v.timings["candidate"].prepare_median_ms,
-            "reference_prepare_ms": reference.prepare_median_ms,
-            "candidate_channel_ms": v.timings["candidate"].channel_median_ms,
-            "reference_channel_ms": reference.channel_median_ms,
-        }
-        if problem := integrity_problem(session, calibration):
+            # The same steps in the trusted reference process show what honest overheads look like.
+            calibration, _ = self._session(self.ref, "reference (calibration)", keep=True,
+                                           calls=CALIBRATION_CALLS)
+            reference = TimingStats.from_session(calibration)
+            v.timing_integrity = {
+                "candidate_prepare_ms": v.timings["candidate"].prepare_median_ms,
+                "reference_prepare_ms": reference.prepare_median_ms,
+                "candidate_channel_ms": v.timings["candidate"].channel_median_ms,
+                "reference_channel_ms": reference.channel_median_ms,
+                "attempts": attempt,
+            }
+            problem = integrity_problem(session, calibration)
+            if problem is None:
+                break
+            self.judge.progress(f"timing overheads out of line ({problem}); timing again")
+        if problem:
             v.timings["candidate"] = None
             v.violations.append(Violation("timing_integrity", MODEL_FILE, None, problem))
-            _fail(v, "runtime_error", f"the candidate's timing is not credible: {problem}")
+            _fail(v, "runtime_error", f"the candidate's timing is not credible in {attempt} attempt(s): "
+                                      f"{problem}")
         if cfg.floor_slack:
             self._check_floor(seeds[0])
 
