@@ -19,10 +19,11 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from ..device import resolve_backend
 from ..judge.config import JudgeConfig
+from ..judge.reference import ReferenceReport
 from ..judge.verdict import Verdict
 from ..solution import Solution
 from ..task import Task
@@ -63,6 +64,10 @@ def _evaluate(task: Task, solution: Solution, stage: str) -> Verdict:
     return _judge.evaluate(task, solution, stage)
 
 
+def _check_reference(task: Task) -> ReferenceReport:
+    return _judge.check_reference(task)
+
+
 class LocalJudgePool:
     """Judge evaluations in ``max_concurrent`` processes of this machine, one run per process at a time."""
 
@@ -83,12 +88,18 @@ class LocalJudgePool:
                                    initializer=_start_judge, initargs=(self.config, self.max_concurrent))
 
     async def evaluate(self, task: Task, solution: Solution, stage: str) -> Verdict:
+        return await self._submit(_evaluate, task, solution, stage)
+
+    async def check_reference(self, task: Task) -> ReferenceReport:
+        return await self._submit(_check_reference, task)
+
+    async def _submit(self, fn: Callable[..., Any], *args: Any) -> Any:
         if self._closed:
             raise RuntimeError("the judge pool is closed")
         loop = asyncio.get_running_loop()
         executor = self._executor
         try:
-            return await loop.run_in_executor(executor, _evaluate, task, solution, stage)
+            return await loop.run_in_executor(executor, fn, *args)
         except BrokenProcessPool:
             # A pool process died (killed, out of memory): the judge itself never raises for a
             # bad candidate. Start a new pool and run this evaluation once more.
@@ -96,7 +107,7 @@ class LocalJudgePool:
                 if self._executor is executor:
                     self._executor = self._new_executor()
                 executor = self._executor
-            return await loop.run_in_executor(executor, _evaluate, task, solution, stage)
+            return await loop.run_in_executor(executor, fn, *args)
 
     def close(self) -> None:
         self._closed = True

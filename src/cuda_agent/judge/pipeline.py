@@ -53,6 +53,7 @@ from .build import ExtensionBuilder
 from .config import JudgeConfig
 from .correctness import compare_outputs
 from .floor import Peaks, floor_ms
+from .reference import ReferenceReport
 from .reward import continuous_reward, milestone_reward
 from .landlock import build_ruleset
 from .sandbox import SandboxPolicy, unprivileged_ids, world_reachable
@@ -97,6 +98,22 @@ class Judge:
 
     def judge(self, task: Task, solution: Solution) -> Verdict:
         return self.evaluate(task, solution, stage="profile")
+
+    def check_reference(self, task: Task) -> ReferenceReport:
+        """Run the task's reference alone: does it reproduce its own output, and what are its
+        eager and torch.compile baselines (timed once per device, then cached)?"""
+        started = time.perf_counter()
+        report = ReferenceReport(task=task.name, task_sha256=task.sha256, backend=self.backend)
+        scratch = Verdict(status="ok", task=task.name, task_sha256=task.sha256, solution_sha256="",
+                          backend=self.backend)
+        try:
+            with _Run(self, task, None, None, scratch) as run:
+                run.check_reference(report)
+        except _Stop:
+            report.ok, report.error = False, scratch.error
+        report.device = scratch.device
+        report.seconds = time.perf_counter() - started
+        return report
 
     @property
     def cpu_threads(self) -> int | None:
@@ -294,7 +311,8 @@ def _check_reply(reply: dict, expect: dict[str, Any], what: str) -> None:
 class _Run:
     """The processes and state of one verify/profile run."""
 
-    def __init__(self, judge: Judge, task: Task, solution: Solution, module: Path | None, verdict: Verdict):
+    def __init__(self, judge: Judge, task: Task, solution: Solution | None, module: Path | None,
+                 verdict: Verdict):
         self.judge, self.task, self.solution, self.module, self.verdict = judge, task, solution, module, verdict
         self.cfg = judge.config
         self.rng = judge._rng
@@ -310,7 +328,8 @@ class _Run:
         self.task_path = self.dir / "task" / "reference_task.py"
         self.task_path.write_text(task.source)
         self.solution_dir = self.dir / "solution"
-        solution.write_to(self.solution_dir)
+        if solution is not None:  # None: a run of the reference alone
+            solution.write_to(self.solution_dir)
         if module is not None:  # a private copy: the candidate never needs the judge's cache
             (self.dir / "extension").mkdir(mode=0o755)
             self.module = self.dir / "extension" / module.name
@@ -653,6 +672,16 @@ class _Run:
             self._check_floor(seeds[0])
 
         self.cand.close()  # nothing it left behind may run while the baselines are timed
+        self.baselines()
+        v.seconds["profile"] = time.perf_counter() - t0
+        cand = v.timings["candidate"].median_ms
+        v.speedup_vs_eager = v.timings["eager"].median_ms / cand
+        v.speedup_vs_compile = v.timings["compile"].median_ms / cand
+
+    def baselines(self) -> None:
+        """Eager and torch.compile timings of the reference with the current weights, each in
+        a fresh trusted process, from the cache when this device has timed the task before."""
+        v, cfg = self.verdict, self.cfg
         key = self.judge.baseline_key(self.task, self.device_info)
         for mode in ("eager", "compile"):
             cached = self.judge.baselines.get(key, mode) if cfg.use_baseline_cache else None
@@ -665,10 +694,22 @@ class _Run:
                 cached = TimingStats.from_session(baseline, cfg.keep_samples)
                 self.judge.baselines.put(key, mode, cached)
             v.timings[mode] = cached
-        v.seconds["profile"] = time.perf_counter() - t0
-        cand = v.timings["candidate"].median_ms
-        v.speedup_vs_eager = v.timings["eager"].median_ms / cand
-        v.speedup_vs_compile = v.timings["compile"].median_ms / cand
+
+    def check_reference(self, report: ReferenceReport) -> None:
+        """Two forwards of the same inputs and weights, the second from another random state,
+        then the baselines. A difference beyond the tolerance means no solution can match."""
+        cfg = self.cfg
+        (self.ref,) = self.start_workers(("reference", "eager"))
+        self.weight_seed = self._seed()
+        self._call(self.ref, "init_model", cfg.call_timeout_s, {"weight_seed": self.weight_seed, "return_state": False})
+        seed = self._seed()
+        outputs = [self._call(self.ref, "run", cfg.call_timeout_s, {"input_seed": seed, "reseed": self._seed()},
+                              expect={"output": object})["output"] for _ in range(2)]
+        self.ref.close()
+        check = compare_outputs(outputs[1], outputs[0], 0, cfg.atol, cfg.rtol, norm_rtol=cfg.norm_rtol)
+        report.deterministic, report.self_max_abs_diff = check.passed, check.max_abs_error
+        self.baselines()
+        report.eager, report.compile = self.verdict.timings.get("eager"), self.verdict.timings.get("compile")
 
     def _peaks(self) -> Peaks:
         """The device's bandwidth and matmul rate, measured once by a reference process."""

@@ -371,6 +371,10 @@ class Worker:
 
         transform = msg.get("transform", "none")
         inputs = self.make_inputs(msg["input_seed"], transform)
+        if self.role == "reference" and msg.get("reseed") is not None:
+            # The determinism probe: the same inputs, but the random state forward starts from
+            # differs, so a forward that draws random numbers shows it.
+            seed_everything(int(msg["reseed"]))
         record = msg.get("record") or {}
         evidence: dict[str, Any] = {}
 

@@ -1,0 +1,63 @@
+"""What the judge learns about a task's reference alone, before any solution is judged.
+
+Benchmarks need to tell a solution's failure from a task that cannot be judged fairly: a
+reference that does not reproduce its own output (random numbers drawn in ``forward``) fails
+every solution, and one too short to time makes every speed-up mostly noise. The same run
+measures (or reads from the cache) the eager and torch.compile baselines that verdicts use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .timing import TimingStats
+
+NONDETERMINISTIC = "reference_nondeterministic"
+TOO_FAST = "too_fast_to_time"
+FAILED = "reference_failed"
+
+FLAG_MEANINGS = {
+    NONDETERMINISTIC: "the reference does not reproduce its own output for the same inputs and weights, "
+                      "so no solution can pass: not the solution's fault",
+    TOO_FAST: "the eager baseline is too short to time reliably, so speed-ups are dominated by noise "
+              "and launch overhead",
+    FAILED: "the reference itself does not build, run or time on this machine: the task's fault",
+}
+
+
+@dataclass
+class ReferenceReport:
+    task: str
+    task_sha256: str
+    backend: str
+    ok: bool = True                 # the reference built, ran and was timed
+    error: str | None = None        # why not, when not ok
+    deterministic: bool | None = None
+    self_max_abs_diff: float | None = None   # between two forwards of the same inputs and weights
+    eager: TimingStats | None = None
+    compile: TimingStats | None = None
+    device: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def flags(self, min_baseline_ms: float) -> list[str]:
+        """The reasons this task cannot be judged fairly, as flag names (see FLAG_MEANINGS)."""
+        found = []
+        if self.deterministic is False:
+            found.append(NONDETERMINISTIC)
+        if self.eager is not None and self.eager.median_ms < min_baseline_ms:
+            found.append(TOO_FAST)
+        return found
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["eager"] = self.eager.to_dict() if self.eager else None
+        data["compile"] = self.compile.to_dict() if self.compile else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ReferenceReport":
+        data = dict(data)
+        for mode in ("eager", "compile"):
+            data[mode] = TimingStats.from_dict(data[mode]) if data.get(mode) else None
+        return cls(**data)
