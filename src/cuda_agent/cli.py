@@ -192,6 +192,100 @@ def optimize(
 
 
 @app.command()
+def bench(
+    kernelbench: Path = typer.Option(..., "--kernelbench", help="A KernelBench checkout (or its KernelBench/ folder)."),
+    levels: str = typer.Option("1,2,3", "--levels", help="Levels to run, e.g. 1,2,3."),
+    problems: Optional[list[str]] = typer.Option(None, "--problems", help="Problem ids, e.g. 1-10,19 (every level) or 2:1-10 (level 2; other levels: all); repeatable."),
+    solutions: Optional[Path] = typer.Option(None, "--solutions", help="Solutions: level{N}/{id}_{Name}/ folders, agent output, or KernelBench generations."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Run the agent with this model instead of judging given solutions."),
+    provider: str = typer.Option("openai", "--provider", help="With --model: openai, anthropic or hf."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="With --model: an OpenAI-compatible server."),
+    episodes: int = typer.Option(1, "--episodes", help="With --model: episodes per problem (the best one is scored)."),
+    concurrency: int = typer.Option(8, "--concurrency", help="With --model: episodes running at once."),
+    max_turns: int = typer.Option(200, "--max-turns", help="With --model: turns per episode (the paper evaluates with 200)."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Results and report (default: bench-runs/LABEL); rerun to resume."),
+    label: Optional[str] = typer.Option(None, "--label", help="Our row's name in the report (default: the solutions folder or model)."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs to use (default: all visible)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", help="Evaluations at once per GPU (default: cores / 2 / GPUs; 1 on the CPU)."),
+    timing_seconds: Optional[float] = typer.Option(None, "--timing-seconds", help="Target length of each timing session (default 1 s)."),
+    min_baseline_ms: float = typer.Option(0.1, "--min-baseline-ms", help="Eager times below this are flagged too fast to time."),
+    baselines: Optional[Path] = typer.Option(None, "--baselines", help="Import baselines from a KernelBench results/timing/HW folder."),
+    export_baselines: Optional[Path] = typer.Option(None, "--export-baselines", help="Write our baselines in KernelBench's layout to this folder."),
+    report_only: bool = typer.Option(False, "--report-only", help="Judge nothing; rebuild the report from recorded results."),
+    device: Optional[str] = DeviceOpt,
+    cache_dir: Optional[Path] = CacheOpt,
+) -> None:
+    """Judge solutions (or run the agent) on KernelBench and report the paper's metrics."""
+    from dataclasses import replace
+
+    from .bench.kernelbench import parse_levels, parse_selection
+    from .bench.pipeline import BenchOptions, run_benchmark
+
+    if (solutions is None) == (model is None):
+        raise CudaAgentError("give either --solutions DIR or --model NAME")
+    name = label or (model.replace("/", "_") if model else Path(solutions).name)
+    config = _config(device, cache_dir)
+    if timing_seconds is not None:
+        config = replace(config, timing=replace(config.timing, target_seconds=timing_seconds))
+    agent = None
+    if model is not None:
+        agent = _bench_agent(model, provider, base_url, episodes, concurrency, max_turns)
+    options = BenchOptions(kernelbench=kernelbench, out=out_dir or Path("bench-runs") / name,
+                           levels=parse_levels(levels), problem_ids=parse_selection(problems), solutions=solutions,
+                           agent=agent, label=name, judge=config, gpus=gpus, jobs_per_gpu=jobs,
+                           min_baseline_ms=min_baseline_ms, import_baselines=baselines,
+                           export_baselines=export_baselines, report_only=report_only)
+    report, written = run_benchmark(options, console=err)
+    out.print(_bench_summary(report))
+    for what, path in written.items():
+        out.print(f"{what}: {path}")
+
+
+def _bench_summary(report: dict):
+    from rich.table import Table
+
+    table = Table(title=f"{report['label']} on KernelBench")
+    for column in ("subset", "problems", "pass", "faster vs eager", "faster vs compile",
+                   "speed-up vs eager", "speed-up vs compile"):
+        table.add_column(column)
+    rows = [report["levels"][k] for k in sorted(report["levels"], key=int)] + [report["overall"]]
+    for m in rows:
+        table.add_row(m["subset"], str(m["problems"]), f"{100 * m['pass_rate']:.1f}%",
+                      f"{100 * m['faster_vs_eager']:.1f}%", f"{100 * m['faster_vs_compile']:.1f}%",
+                      *(f"{m[k]:.2f}x" if m[k] else "n/a" for k in ("speedup_vs_eager", "speedup_vs_compile")))
+    return table
+
+
+def _bench_agent(model: str, provider: str, base_url: Optional[str], episodes: int, concurrency: int,
+                 max_turns: int):
+    """The agent as the benchmark runs it: every problem's episodes under OUT/agent/level{N}/."""
+
+    def run(problems: dict, directory: Path, pool) -> None:
+        import asyncio
+
+        from .agent.llm import make_client
+        from .agent.loop import AgentSettings
+        from .agent.runner import plan_episodes, run_episodes
+        from .device import probe_device
+
+        client = make_client(provider, model, base_url=base_url)
+        specs = [spec for level, items in sorted(problems.items())
+                 for spec in plan_episodes([p.task() for p in items], directory.resolve() / f"level{level}", episodes)]
+
+        async def main() -> None:
+            try:
+                await run_episodes(specs, client, pool, settings=AgentSettings(max_turns=max_turns),
+                                   provider=provider, device=probe_device(pool.backend), concurrency=concurrency,
+                                   hidden=[directory.resolve()], console=err, live=True)
+            finally:
+                await client.aclose()
+
+        asyncio.run(main())
+
+    return run
+
+
+@app.command()
 def replay(
     trajectory: Path = typer.Argument(..., help="An episode's trajectory.jsonl (or its directory)."),
     html: Optional[Path] = typer.Option(None, "--html", help="Where to write the HTML view (default: beside the trajectory)."),

@@ -19,3 +19,7 @@ class BackendUnavailableError(CudaAgentError):
 
 class ToolchainError(CudaAgentError):
     """A compiler or build tool the judge needs is missing or broken."""
+
+
+class BenchmarkError(CudaAgentError):
+    """A benchmark's inputs (a KernelBench checkout, a solutions directory, a run) are unusable."""

@@ -1,0 +1,1 @@
+"""KernelBench evaluation: problems, solutions, runs, metrics and reports."""

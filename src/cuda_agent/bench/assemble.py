@@ -1,0 +1,78 @@
+"""From a run's recorded results to the report: one scored record per problem, and metrics.
+
+Per problem the paper's rule picks the best sample; a problem without any solution counts as
+failed. Flags from the reference check (a nondeterministic reference, one too fast to time, one
+that does not run) travel with the problem's record, so a report can tell a task's fault from
+the solution's. With imported KernelBench baselines, speed-ups are recomputed against their
+means; the judge's own measured speed-ups stay in the record beside them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from ..judge.reference import FAILED as REFERENCE_FAILED, ReferenceReport
+from .metrics import Metrics, level_metrics, overall_metrics, select_best
+from .runner import BenchRun, Job
+
+
+def problem_records(run: BenchRun, min_baseline_ms: float,
+                    imported: dict[str, dict[str, dict]] | None = None) -> tuple[list[dict], list[dict]]:
+    """(the scored record of every problem, the reference checks), for the current sources only."""
+    recorded = {(r["key"], r.get("fingerprint")): r for r in run.log.read()}
+    scored, references = [], []
+    for level in sorted(run.problems):
+        for problem in run.problems[level]:
+            task = problem.task()
+            reference = recorded.get((Job(problem, task).key, task.sha256))
+            flags: list[str] = []
+            if reference is not None:
+                report = ReferenceReport.from_dict(reference["report"])
+                flags = report.flags(min_baseline_ms) + ([] if report.ok else [REFERENCE_FAILED])
+                references.append({"level": level, "problem_id": problem.problem_id, "name": problem.name,
+                                   "flags": flags, **report.to_dict()})
+            samples = []
+            for candidate in run.candidates.get(problem.key, []):
+                job = Job(problem, task, candidate)
+                if (record := recorded.get((job.key, run.fingerprint(job)))) is not None:
+                    samples.append(_rebased(record, imported, problem.key) if imported else dict(record))
+            best = select_best(samples) if samples else _missing(problem)
+            scored.append({**best, "samples": len(samples), "flags": flags})
+    return scored, references
+
+
+def _missing(problem: Any) -> dict:
+    return {"level": problem.level, "problem_id": problem.problem_id, "name": problem.name, "sample": None,
+            "status": "missing", "correct": False, "reward": -1, "speedup_vs_eager": None,
+            "speedup_vs_compile": None, "candidate_ms": None, "eager_ms": None, "compile_ms": None,
+            "error": "no solution"}
+
+
+def _rebased(record: dict, imported: dict[str, dict[str, dict]], key: str) -> dict:
+    """Speed-ups against imported baselines (KernelBench's means) instead of the judge's medians."""
+    record = dict(record)
+    for mode in ("eager", "compile"):
+        record[f"measured_speedup_vs_{mode}"] = record.get(f"speedup_vs_{mode}")
+        entry = imported.get(mode, {}).get(key)
+        candidate = record.get("candidate_ms")
+        if record.get("correct") and candidate and entry:
+            record[f"speedup_vs_{mode}"] = entry["mean"] / candidate
+            record[f"{mode}_ms"] = entry["mean"]
+        elif record.get("correct") and candidate:
+            record[f"speedup_vs_{mode}"] = None  # no imported baseline: not comparable
+    return record
+
+
+def build_report(run: BenchRun, label: str, min_baseline_ms: float, settings: dict[str, Any],
+                 imported: dict[str, dict[str, dict]] | None = None) -> dict[str, Any]:
+    scored, references = problem_records(run, min_baseline_ms, imported)
+    levels = {}
+    for level in sorted(run.problems):
+        records = [r for r in scored if r["level"] == level]
+        levels[str(level)] = level_metrics(level, records, problems=len(run.problems[level])).to_dict()
+    overall = overall_metrics([Metrics.from_dict(m) for m in levels.values()]).to_dict()
+    device = next((r["device"] for r in references if r.get("device")), None)
+    return {"label": label, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "device": device, "settings": settings, "levels": levels, "overall": overall,
+            "problems": scored, "references": references}

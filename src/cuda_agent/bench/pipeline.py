@@ -1,0 +1,126 @@
+"""``cuda-agent bench`` end to end: problems, solutions (given or from the agent), runs, report."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from rich.console import Console
+
+from ..errors import BenchmarkError
+from ..judge.config import JudgeConfig
+from .assemble import build_report
+from .kb_timing import export_baselines, import_baselines
+from .kernelbench import Problem, discover
+from .report import write_report
+from .runner import BenchRun, check_candidates_exist
+from .solutions import find_candidates
+
+AGENT_DIR = "agent"
+
+
+@dataclass
+class BenchOptions:
+    kernelbench: Path
+    out: Path
+    levels: list[int]
+    problem_ids: set[int] | dict[int | None, set[int]] | None = None   # see kernelbench.discover
+    solutions: Path | None = None          # or run the agent: see ``agent``
+    agent: Callable[[dict[int, list[Problem]], Path, Any], None] | None = None
+    label: str | None = None
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    gpus: int | None = None                # None: every visible GPU (one on the cpu backend)
+    jobs_per_gpu: int | None = None        # evaluations at once per GPU
+    min_baseline_ms: float = 0.1
+    import_baselines: Path | None = None
+    export_baselines: Path | None = None
+    report_only: bool = False
+
+
+def default_jobs_per_gpu(backend: str, gpus: int) -> int:
+    """On a GPU: enough evaluations to keep the cores building and verifying while one times.
+    On the CPU backend: one, since anything running beside a timing session is in its numbers."""
+    if backend != "cuda":
+        return 1
+    return max(2, (os.cpu_count() or 2) // (2 * gpus))
+
+
+def visible_gpus(backend: str) -> int:
+    if backend != "cuda":
+        return 1
+    import torch
+
+    return max(1, torch.cuda.device_count())
+
+
+def run_benchmark(options: BenchOptions, console: Console | None = None) -> tuple[dict, dict[str, Path]]:
+    """Judge what is not yet judged, then write the report; returns (report, written files)."""
+    from ..cluster.pool import LocalJudgePool
+    from ..device import resolve_backend
+
+    if (options.solutions is None) == (options.agent is None):
+        raise BenchmarkError("give either a solutions folder (--solutions) or a model to run (--model), not both")
+    problems = discover(options.kernelbench, options.levels, options.problem_ids)
+    # Rebuilding a report needs no device: take the backend the user names for it.
+    backend = options.judge.backend if options.report_only and options.judge.backend else \
+        resolve_backend(options.judge.backend)
+    gpus = options.gpus or visible_gpus(backend)
+    if backend == "cuda" and gpus > visible_gpus(backend):
+        raise BenchmarkError(f"--gpus {gpus} asked for, but {visible_gpus(backend)} GPU(s) are visible")
+    jobs = options.jobs_per_gpu or default_jobs_per_gpu(backend, gpus)
+    configs = [replace(options.judge, backend=backend, device_index=i) for i in range(gpus)]
+    imported = import_baselines(options.import_baselines) if options.import_baselines else None
+
+    pools = [] if options.report_only else [LocalJudgePool(c, jobs) for c in configs]
+    try:
+        solutions = options.solutions
+        if options.agent is not None:
+            solutions = options.out / AGENT_DIR
+            if not options.report_only:
+                options.agent(problems, solutions, pools[0])
+        candidates, unmatched = find_candidates(solutions, [p for ps in problems.values() for p in ps])
+        if console is not None and unmatched:
+            console.print(f"[yellow]not matched to any selected problem:[/] {', '.join(unmatched[:10])}"
+                          + (" ..." if len(unmatched) > 10 else ""))
+        if options.agent is None:
+            check_candidates_exist(candidates)
+        run = BenchRun(options.out, problems, candidates, solutions_root=Path(solutions))
+        if not options.report_only:
+            asyncio.run(run.run(pools, jobs, console))
+    finally:
+        for pool in pools:
+            pool.close()
+
+    settings = {"backend": backend, "gpus": gpus, "jobs_per_gpu": jobs, "levels": options.levels,
+                "problems": {str(level): [p.problem_id for p in items] for level, items in problems.items()},
+                "min_baseline_ms": options.min_baseline_ms,
+                "baselines": f"imported from {options.import_baselines} (KernelBench means)" if imported
+                             else "measured by the judge (medians)",
+                "judge": {"num_checks": options.judge.num_checks, "atol": options.judge.atol,
+                          "rtol": options.judge.rtol, "margin": options.judge.margin,
+                          "timing": options.judge.timing.__dict__},
+                "unmatched_solution_entries": unmatched}
+    if options.report_only:  # how the results were produced is the earlier run's, not this call's
+        settings.update(_earlier_run_settings(options.out))
+    label = options.label or Path(solutions).name
+    report = build_report(run, label, options.min_baseline_ms, settings, imported)
+    written = write_report(options.out, report)
+    if options.export_baselines:
+        hardware = (report.get("device") or {}).get("name", backend)
+        entries = [{"level": r["level"], "name": r["name"], "eager": r.get("eager"), "compile": r.get("compile"),
+                    "device": f"{backend}:0"} for r in report["references"]]
+        written.update({f"baselines_{k}": v for k, v in
+                        export_baselines(Path(options.export_baselines), entries, hardware).items()})
+    return report, written
+
+
+def _earlier_run_settings(out: Path) -> dict:
+    try:
+        earlier = json.loads((out / "report.json").read_text())["settings"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {key: earlier[key] for key in ("gpus", "jobs_per_gpu", "judge") if key in earlier}

@@ -1,0 +1,273 @@
+"""KernelBench reports: JSON, Markdown laid out like the paper's Table 1, and plots.
+
+A report is a plain dict::
+
+    {
+      "label": "my-model",                 # our row's name in the tables
+      "created": "2025-01-01T00:00:00+00:00",
+      "device": {"name": "...", ...} or None,
+      "settings": {"backend": "...", ...},
+      "levels": {"1": Metrics.to_dict(), "2": ..., ...},
+      "overall": Metrics.to_dict(),
+      "problems": [record, ...],            # one selected record per problem
+    }
+
+where a record has ``level``, ``problem_id``, ``name``, ``sample``, ``status``, ``correct``,
+``speedup_vs_eager``, ``speedup_vs_compile``, ``candidate_ms``, ``eager_ms``, ``compile_ms``,
+``reward``, ``flags`` and ``error`` (see :mod:`cuda_agent.bench.metrics`).
+:func:`write_report` writes ``report.json``, ``report.md``, ``speedups.png`` and ``fast_p.png``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+from ..files import write_atomic
+from ..judge.reference import FLAG_MEANINGS
+from .metrics import BASELINES, fast_p_curve
+
+# CUDA Agent paper, Table 1: KernelBench Levels 1-3 (100/100/50 problems), best solution per task,
+# speed-ups are geometric means over correct solutions. Rates are fractions.
+_TABLE1_COLUMNS = ("pass_rate", "faster_vs_eager", "faster_vs_compile",
+                   "speedup_vs_eager", "speedup_vs_compile")
+_TABLE1_ROWS = {
+    "Overall": [
+        ("Seed1.6 (base)", 0.740, 0.436, 0.272, 0.95, 0.69),
+        ("GLM 4.6", 0.756, 0.448, 0.192, 0.78, 0.57),
+        ("Kimi K2", 0.668, 0.408, 0.228, 0.93, 0.66),
+        ("Gemini 3 Pro", 0.912, 0.876, 0.696, 1.92, 1.42),
+        ("Claude Opus 4.5", 0.952, 0.904, 0.664, 1.99, 1.46),
+        ("CUDA Agent", 0.988, 0.984, 0.968, 2.60, 2.11),
+    ],
+    "Level 1": [
+        ("Seed1.6 (base)", 0.90, 0.63, 0.51, 1.65, 1.25),
+        ("GLM 4.6", 0.86, 0.57, 0.32, 0.99, 0.73),
+        ("Kimi K2", 0.85, 0.56, 0.39, 1.43, 1.00),
+        ("Gemini 3 Pro", 0.95, 0.90, 0.72, 1.99, 1.51),
+        ("Claude Opus 4.5", 0.96, 0.88, 0.72, 2.03, 1.54),
+        ("CUDA Agent", 1.00, 0.99, 0.97, 2.48, 1.87),
+    ],
+    "Level 2": [
+        ("Seed1.6 (base)", 0.74, 0.40, 0.16, 0.68, 0.50),
+        ("GLM 4.6", 0.76, 0.43, 0.11, 0.60, 0.42),
+        ("Kimi K2", 0.65, 0.40, 0.15, 0.93, 0.65),
+        ("Gemini 3 Pro", 0.93, 0.91, 0.76, 2.03, 1.46),
+        ("Claude Opus 4.5", 0.98, 0.97, 0.69, 2.24, 1.60),
+        ("CUDA Agent", 1.00, 1.00, 1.00, 3.27, 2.80),
+    ],
+    "Level 3": [
+        ("Seed1.6 (base)", 0.42, 0.12, 0.02, 0.60, 0.40),
+        ("GLM 4.6", 0.54, 0.24, 0.10, 0.83, 0.62),
+        ("Kimi K2", 0.34, 0.12, 0.06, 0.40, 0.29),
+        ("Gemini 3 Pro", 0.80, 0.76, 0.52, 1.58, 1.17),
+        ("Claude Opus 4.5", 0.88, 0.82, 0.50, 1.52, 1.10),
+        ("CUDA Agent", 0.94, 0.94, 0.90, 1.80, 1.52),
+    ],
+}
+PAPER_TABLE1: dict[str, list[dict[str, Any]]] = {
+    subset: [{"model": row[0], **dict(zip(_TABLE1_COLUMNS, row[1:]))} for row in rows]
+    for subset, rows in _TABLE1_ROWS.items()
+}
+
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _x(x: float | None, none: str = "n/a") -> str:
+    return none if x is None else f"{x:.2f}x"
+
+
+def _cell(value: Any, limit: int | None = None) -> str:
+    """Text safe inside a Markdown table cell: one line, pipes escaped, optionally cut."""
+    text = " ".join(str(value).split())
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return text.replace("|", "\\|")  # escape after cutting so an escape is never split
+
+
+def _kv(d: dict) -> str:
+    return ", ".join(f"{k}: {v if isinstance(v, (str, int, float)) else json.dumps(v)}"
+                     for k, v in d.items())
+
+
+def _subsets(report: dict) -> list[dict]:
+    """Overall first, then levels in numeric order: the paper's row order."""
+    levels = [report["levels"][k] for k in sorted(report.get("levels", {}), key=int)]
+    return ([report["overall"]] if report.get("overall") else []) + levels
+
+
+def _table_row(subset: str, model: str, m: dict) -> str:
+    return (f"| {subset} | {model} | {_pct(m['pass_rate'])} | {_pct(m['faster_vs_eager'])} | "
+            f"{_pct(m['faster_vs_compile'])} | {_x(m['speedup_vs_eager'])} | "
+            f"{_x(m['speedup_vs_compile'])} |")
+
+
+def render_markdown(report: dict) -> str:
+    """The report as Markdown: Table 1 beside the paper's rows, fast_p, flags, every problem."""
+    label = str(report.get("label", "run"))
+    out = [f"# KernelBench report: {label}", ""]
+    if report.get("created"):
+        out.append(f"Created {report['created']}.")
+    if report.get("device"):
+        out.append(f"Device: {_kv(report['device'])}.")
+    if report.get("settings"):
+        out.append(f"Settings: {_kv(report['settings'])}.")
+    out += ["", "## Results (layout of the CUDA Agent paper, Table 1)", "",
+            "| subset | model | pass | faster vs eager | faster vs compile | speed-up vs eager "
+            "| speed-up vs compile |",
+            "|---|---|---|---|---|---|---|"]
+    for m in _subsets(report):
+        subset = m["subset"]
+        out.append(_table_row(f"{subset} ({m['problems']})", f"**{_cell(label)}**", m))
+        for row in PAPER_TABLE1.get(subset, []):
+            out.append(_table_row("", f"{row['model']} [paper]", row))
+    out += ["", "Rates are over all problems of a subset (missing or failed solutions count as "
+            "failures); speed-ups are geometric means over correct solutions with timings. "
+            "Our rows cover only the problems listed below (their count is in brackets) on our "
+            "device; the paper's rows are on the full KernelBench levels (100/100/50 problems) "
+            "on its own GPU, so the comparison is indicative only.", ""]
+
+    out += ["## fast_p (KernelBench)", "",
+            "fast_p = share of problems whose solution is correct and more than p times as fast "
+            "as the baseline.", ""]
+    for m in _subsets(report):
+        keys = list(m["fast_p"].get("eager", {}))
+        out += [f"### {m['subset']}", "",
+                "| baseline | " + " | ".join(f"p = {k}" for k in keys) + " |",
+                "|---|" + "---|" * len(keys)]
+        for b in BASELINES:
+            row = m["fast_p"].get(b, {})
+            out.append(f"| vs {b} | " + " | ".join(_pct(row.get(k)) for k in keys) + " |")
+        out.append("")
+
+    problems = sorted(report.get("problems", []), key=lambda r: (r["level"], r["problem_id"]))
+    flagged = [r for r in problems if r.get("flags")]
+    out += ["## Flagged problems", ""]
+    if not flagged:
+        out += ["None.", ""]
+    else:
+        for r in flagged:
+            out.append(f"- Level {r['level']} problem {r['problem_id']} "
+                       f"({_cell(r.get('name', ''))}): {', '.join(r['flags'])}")
+        out += ["", "Flags:"]
+        for flag in sorted({f for r in flagged for f in r["flags"]}):
+            out.append(f"- `{flag}`: {FLAG_MEANINGS.get(flag, 'no description')}")
+        out.append("")
+
+    out += ["## Problems", "",
+            "| level | id | name | status | speed-up vs eager | speed-up vs compile | flags "
+            "| error |",
+            "|---|---|---|---|---|---|---|---|"]
+    for r in problems:
+        out.append(
+            f"| {r['level']} | {r['problem_id']} | {_cell(r.get('name', ''))} | "
+            f"{_cell(r.get('status', ''))} | {_x(r.get('speedup_vs_eager'), '-')} | "
+            f"{_x(r.get('speedup_vs_compile'), '-')} | {_cell(', '.join(r.get('flags') or []))} | "
+            f"{_cell(r.get('error') or '', 80)} |")
+    return "\n".join(out) + "\n"
+
+
+def _speedups(records: list[dict], baseline: str) -> list[float]:
+    key = f"speedup_vs_{baseline}"
+    return [r[key] for r in records if r.get("correct") and r.get(key) is not None]
+
+
+def _by_level(report: dict) -> list[tuple[str, dict, list[dict]]]:
+    problems = report.get("problems", [])
+    return [(k, report["levels"][k], [r for r in problems if str(r["level"]) == k])
+            for k in sorted(report.get("levels", {}), key=int)]
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _plot_speedups(report: dict) -> bytes:
+    """One panel per level: log2 speed-ups of correct solutions vs eager and vs compile."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    levels = _by_level(report)
+    fig, axes = plt.subplots(1, max(len(levels), 1), figsize=(4 * max(len(levels), 1), 4),
+                             squeeze=False)
+    jitter = random.Random(0)  # fixed seed: the same report gives the same picture
+    try:
+        for ax, (_, m, records) in zip(axes[0], levels):
+            ax.set_title(f"{m['subset']} ({m['problems']} problems)")
+            ax.axhline(0.0, color="grey", linestyle="--", linewidth=1)  # 1x: as fast as baseline
+            data = [[math.log2(s) for s in _speedups(records, b)] for b in BASELINES]
+            if not any(data):
+                ax.text(0.5, 0.5, "no correct solutions\nwith speed-ups", ha="center",
+                        va="center", transform=ax.transAxes)
+                ax.set_ylim(-1.0, 1.0)  # keep the 1x line in the middle of the empty panel
+            for i, values in enumerate(data):
+                if values:
+                    ax.boxplot(values, positions=[i], widths=0.5, showfliers=False)
+                    ax.scatter([i + jitter.uniform(-0.15, 0.15) for _ in values], values,
+                               s=12, alpha=0.6)
+            ax.set_xticks(range(len(BASELINES)), [f"vs {b}" for b in BASELINES])
+            ax.set_xlim(-0.6, len(BASELINES) - 0.4)
+            ax.set_ylabel("log2 speed-up (0 = 1x)")
+        for ax in axes[0][len(levels):]:
+            ax.text(0.5, 0.5, "no levels", ha="center", va="center", transform=ax.transAxes)
+        fig.suptitle(f"{report.get('label', '')}: speed-ups of correct solutions")
+        return _png(fig)
+    finally:
+        plt.close(fig)
+
+
+def _plot_fast_p(report: dict) -> bytes:
+    """fast_p against p for each level, vs eager and vs compile: p from 0 to 3, or on to just
+    past the largest speed-up, so every curve reaches zero."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    speedups = [r[f"speedup_vs_{b}"] for r in report.get("problems", []) for b in BASELINES
+                if r.get("correct") and r.get(f"speedup_vs_{b}")]
+    top = max([3.0] + [1.05 * s for s in speedups])
+    ps = [top * i / 600 for i in range(601)]
+    fig, axes = plt.subplots(1, len(BASELINES), figsize=(10, 4), sharey=True)
+    try:
+        for ax, b in zip(axes, BASELINES):
+            for _, m, records in _by_level(report):
+                ax.plot(ps, fast_p_curve(records, m["problems"], b, ps), label=m["subset"])
+            ax.axvline(1.0, color="grey", linestyle="--", linewidth=1)
+            ax.set_title(f"fast_p vs {b}")
+            ax.set_xlabel("p (speed-up threshold)")
+            ax.set_ylim(-0.02, 1.02)
+            ax.grid(alpha=0.3)
+        axes[0].set_ylabel("share of problems correct and > p")
+        if _by_level(report):
+            axes[0].legend()
+        fig.suptitle(str(report.get("label", "")))
+        return _png(fig)
+    finally:
+        plt.close(fig)
+
+
+def write_report(out_dir: Path, report: dict) -> dict[str, Path]:
+    """Write report.json, report.md, speedups.png and fast_p.png into ``out_dir``.
+
+    Each file is written atomically. Returns ``{"json": ..., "markdown": ..., "speedups": ...,
+    "fast_p": ...}``.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out_dir / "report.json", "markdown": out_dir / "report.md",
+             "speedups": out_dir / "speedups.png", "fast_p": out_dir / "fast_p.png"}
+    write_atomic(paths["json"], json.dumps(report, indent=1) + "\n")
+    write_atomic(paths["markdown"], render_markdown(report))
+    write_atomic(paths["speedups"], _plot_speedups(report))
+    write_atomic(paths["fast_p"], _plot_fast_p(report))
+    return paths

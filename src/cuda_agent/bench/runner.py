@@ -1,0 +1,222 @@
+"""A benchmark run: check every problem's reference, judge every candidate, keep every result.
+
+Results are appended to ``OUT/results.jsonl`` the moment each finishes (one line per reference
+check and per judged candidate); a rerun with the same ``OUT`` skips what is recorded there, so
+an interrupted run loses at most the evaluations in flight. A candidate is judged again only
+when its files or its problem's source changed. Each verdict is also kept in full under
+``OUT/verdicts/``.
+
+Parallelism: one judge pool per GPU, each running several evaluations at once (building and
+verifying use the CPU cores); the judge's own per-device lock times one job per GPU at a time.
+A problem's candidates wait for its reference check, whose baselines their verdicts then reuse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..errors import BenchmarkError
+from ..files import write_atomic
+from ..judge.reference import ReferenceReport
+from ..solution import load_solution
+from ..task import Task
+from .kernelbench import Problem
+from .solutions import Candidate
+
+RESULTS_FILE = "results.jsonl"
+VERDICTS_DIR = "verdicts"
+FORMAT_VERSION = 1
+
+
+class ResultsLog:
+    """Append-only JSON lines; a line cut short by a crash is ignored when read back."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def read(self) -> list[dict]:
+        if not self.path.exists():
+            return []
+        records = []
+        for line in self.path.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue  # the partial last line of an interrupted run
+            if isinstance(record, dict) and record.get("version") == FORMAT_VERSION:
+                records.append(record)
+        return records
+
+    def append(self, record: dict) -> None:
+        line = json.dumps({"version": FORMAT_VERSION, **record}, default=str)
+        with self.path.open("a") as fh:
+            # A crash mid-write may leave a partial line: start on a fresh one if so.
+            if fh.tell() and not self.path.read_bytes().endswith(b"\n"):
+                fh.write("\n")
+            fh.write(line + "\n")
+            fh.flush()
+
+
+@dataclass
+class Job:
+    problem: Problem
+    task: Task
+    candidate: Candidate | None = None   # None: the problem's reference check
+
+    @property
+    def key(self) -> str:
+        return self.candidate.key if self.candidate else f"{self.problem.key}#reference"
+
+
+@dataclass
+class BenchRun:
+    out: Path
+    problems: dict[int, list[Problem]]
+    candidates: dict[str, list[Candidate]]
+    solutions_root: Path | None = None
+    log: ResultsLog = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.log = ResultsLog(self.out / RESULTS_FILE)
+
+    # -- what is left to do -------------------------------------------------------------------
+    def jobs(self) -> tuple[list[Job], list[Job]]:
+        """(reference checks, candidates) not yet recorded for the current sources."""
+        done = {(r["key"], r.get("fingerprint")) for r in self.log.read()}
+        references, candidates = [], []
+        for level in sorted(self.problems):
+            for problem in self.problems[level]:
+                task = problem.task()
+                job = Job(problem, task)
+                if (job.key, task.sha256) not in done:
+                    references.append(job)
+                for candidate in self.candidates.get(problem.key, []):
+                    job = Job(problem, task, candidate)
+                    if (job.key, self.fingerprint(job)) not in done:
+                        candidates.append(job)
+        return references, candidates
+
+    @staticmethod
+    def fingerprint(job: Job) -> str:
+        """What a recorded result was computed from: the task and the solution's files."""
+        if job.candidate is None:
+            return job.task.sha256
+        if not job.candidate.path.exists():
+            return f"{job.task.sha256[:16]}:missing"
+        try:
+            solution = load_solution(job.candidate.path)
+        except Exception as exc:  # an unreadable solution is recorded as a failure, keyed by the error
+            return f"{job.task.sha256[:16]}:unloadable:{type(exc).__name__}:{exc}"
+        return f"{job.task.sha256[:16]}:{solution.sha256}"
+
+    # -- running --------------------------------------------------------------------------------
+    async def run(self, pools: list[Any], jobs_per_pool: int, console: Console | None = None) -> None:
+        references, candidates = self.jobs()
+        total = len(references) + len(candidates)
+        if not total:
+            return
+        checked = {job.problem.key: asyncio.Event() for job in references}
+        queue: asyncio.Queue[Job] = asyncio.Queue()
+        for job in references + candidates:  # every reference check is taken before any candidate
+            queue.put_nowait(job)
+
+        progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), TextColumn("{task.fields[last]}"),
+                            console=console, disable=console is None)
+        bar = progress.add_task("judging", total=total, last="")
+
+        async def worker(pool: Any) -> None:
+            while True:
+                try:
+                    job = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                if job.candidate is None:
+                    record = await self._check(pool, job)
+                    checked[job.problem.key].set()
+                else:
+                    if event := checked.get(job.problem.key):
+                        await event.wait()
+                    record = await self._judge(pool, job)
+                self.log.append(record)
+                progress.update(bar, advance=1, last=f"{job.key}: {record['status']}")
+
+        with progress:
+            await asyncio.gather(*(worker(pool) for pool in pools for _ in range(max(1, jobs_per_pool))))
+
+    async def _check(self, pool: Any, job: Job) -> dict:
+        started = time.perf_counter()
+        report: ReferenceReport = await pool.check_reference(job.task)
+        return {"kind": "reference", "key": job.key, "fingerprint": job.task.sha256, **_where(job),
+                "status": "ok" if report.ok else "reference_error", "report": report.to_dict(),
+                "seconds": time.perf_counter() - started}
+
+    async def _judge(self, pool: Any, job: Job) -> dict:
+        candidate = job.candidate
+        record = {"kind": "solution", "key": job.key, "fingerprint": self.fingerprint(job), **_where(job),
+                  "sample": candidate.sample, "solution": self._relative(candidate.path)}
+        if not candidate.path.exists():
+            return {**record, **_failure("missing", "the agent found no correct solution in this episode"
+                                         if candidate.sample is not None else "no solution")}
+        try:
+            solution = load_solution(candidate.path)
+        except Exception as exc:
+            return {**record, **_failure("compile_error", f"the solution cannot be loaded: {exc}")}
+        started = time.perf_counter()
+        verdict = await pool.evaluate(job.task, solution, "profile")
+        data = verdict.to_dict()
+        path = self.out / VERDICTS_DIR / f"level{job.problem.level}" / f"{job.problem.stem}-{_sample(candidate)}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(data, indent=1, default=str))
+        timings = data.get("timings") or {}
+        return {**record, "status": verdict.status, "correct": verdict.correct, "reward": verdict.reward,
+                "speedup_vs_eager": verdict.speedup_vs_eager, "speedup_vs_compile": verdict.speedup_vs_compile,
+                **{f"{name}_ms": (timings.get(name) or {}).get("median_ms") for name in ("candidate", "eager", "compile")},
+                "error": verdict.error, "verdict": str(path.relative_to(self.out)),
+                "stage_seconds": dict(verdict.seconds), "seconds": time.perf_counter() - started}
+
+    def _relative(self, path: Path) -> str:
+        if self.solutions_root is not None:
+            try:
+                return str(path.relative_to(self.solutions_root))
+            except ValueError:
+                pass
+        return str(path)
+
+
+def _where(job: Job) -> dict:
+    return {"level": job.problem.level, "problem_id": job.problem.problem_id, "name": job.problem.name}
+
+
+def _sample(candidate: Candidate) -> str:
+    return "only" if candidate.sample is None else f"sample{candidate.sample}"
+
+
+def _failure(status: str, error: str) -> dict:
+    return {"status": status, "correct": False, "reward": -1, "speedup_vs_eager": None, "speedup_vs_compile": None,
+            "candidate_ms": None, "eager_ms": None, "compile_ms": None, "error": error}
+
+
+def latest(records: Iterable[dict]) -> dict[str, dict]:
+    """The last record of each key (a rerun after a solution changed supersedes the old one)."""
+    found: dict[str, dict] = {}
+    for record in records:
+        found[record["key"]] = record
+    return found
+
+
+def check_candidates_exist(candidates: dict[str, list[Candidate]]) -> None:
+    if not any(candidates.values()):
+        raise BenchmarkError("no solution was found for any selected problem. Solutions go in "
+                             "level{N}/{id}_{Name}/ (a workspace or model_new.py), level{N}/{id}/, or as "
+                             "KernelBench generations level_{N}_problem_{id}_sample_{S}_kernel.py")
