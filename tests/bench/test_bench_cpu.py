@@ -1,0 +1,178 @@
+"""`cuda-agent bench` end to end on the CPU backend, over a KernelBench-shaped fixture tree.
+
+The tree (tests/fixtures/kernelbench, see its README) has, per level, solutions that are correct
+and faster, correct and slower, wrong, missing and failing to compile, a reference that does not
+reproduce itself and one too fast to time. Every judge run here really builds and runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.bench.kernelbench import parse_selection
+from cuda_agent.bench.metrics import FAST_P
+from cuda_agent.bench.pipeline import BenchOptions, run_benchmark
+from cuda_agent.bench.runner import RESULTS_FILE, ResultsLog
+from cuda_agent.errors import BenchmarkError
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "kernelbench"
+MIN_BASELINE_MS = 0.15  # the fixture's other problems take 0.5 ms or more; the tiny one under 0.1 ms
+
+EXPECTED_STATUS = {
+    (1, 1): "ok", (1, 2): "ok", (1, 3): "incorrect", (1, 4): "ok", (1, 5): "compile_error",
+    (2, 1): "ok", (2, 2): "incorrect", (2, 3): "missing", (3, 1): "missing",
+}
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory, judge_config):
+    """One full run over the tree (solutions copied, so the resume test may edit them)."""
+    root = tmp_path_factory.mktemp("bench")
+    solutions = root / "solutions"
+    shutil.copytree(FIXTURE / "solutions", solutions)
+
+    def run(**overrides):
+        options = BenchOptions(kernelbench=FIXTURE, out=root / "out", levels=[1, 2, 3], solutions=solutions,
+                               label="fixture", judge=judge_config(), min_baseline_ms=MIN_BASELINE_MS,
+                               export_baselines=root / "timing", **overrides)
+        return run_benchmark(options)
+
+    report, written = run()
+    return {"root": root, "solutions": solutions, "run": run, "report": report, "written": written}
+
+
+def _by_problem(report: dict) -> dict[tuple[int, int], dict]:
+    return {(r["level"], r["problem_id"]): r for r in report["problems"]}
+
+
+def _geomean(values: list[float]) -> float | None:
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+@pytest.mark.slow
+def test_every_problem_gets_its_expected_outcome(bench):
+    problems = _by_problem(bench["report"])
+    assert {key: r["status"] for key, r in problems.items()} == EXPECTED_STATUS
+    slower, faster = problems[(1, 2)], problems[(2, 1)]
+    assert slower["speedup_vs_eager"] < 0.5 and slower["speedup_vs_compile"] < 0.5
+    assert faster["speedup_vs_eager"] > 3 and faster["speedup_vs_compile"] > 3
+    assert "relu6_clamp" in problems[(1, 5)]["error"]
+    assert problems[(2, 3)]["error"] == "no solution" and problems[(3, 1)]["samples"] == 0
+
+
+@pytest.mark.slow
+def test_task_faults_are_flagged_not_blamed_on_the_solution(bench):
+    problems = _by_problem(bench["report"])
+    assert problems[(2, 2)]["flags"] == ["reference_nondeterministic"]
+    assert problems[(1, 4)]["flags"] == ["too_fast_to_time"]
+    assert all(not r["flags"] for key, r in problems.items() if key not in ((2, 2), (1, 4)))
+    references = {(r["level"], r["problem_id"]): r for r in bench["report"]["references"]}
+    assert references[(2, 2)]["deterministic"] is False
+    assert references[(1, 1)]["deterministic"] is True and references[(1, 1)]["eager"]["median_ms"] > 0
+    report_md = (bench["root"] / "out" / "report.md").read_text()
+    assert "Level 2 problem 2 (2_Scale_Dropout_Tanh.py): reference_nondeterministic" in report_md
+
+
+@pytest.mark.slow
+def test_metrics_follow_the_papers_definitions_from_the_records(bench):
+    report = bench["report"]
+    problems = _by_problem(report)
+    for level, count in ((1, 5), (2, 3), (3, 1)):
+        records = [r for key, r in problems.items() if key[0] == level]
+        correct = [r for r in records if r["correct"]]
+        m = report["levels"][str(level)]
+        assert m["problems"] == count and m["correct"] == len(correct)
+        assert m["attempted"] == sum(r["status"] != "missing" for r in records)
+        assert m["pass_rate"] == pytest.approx(len(correct) / count)
+        for mode in ("eager", "compile"):
+            speedups = [r[f"speedup_vs_{mode}"] for r in correct]
+            assert m[f"faster_vs_{mode}"] == pytest.approx(sum(s > 1 for s in speedups) / count)
+            assert m[f"speedup_vs_{mode}"] == pytest.approx(_geomean(speedups)) if speedups else \
+                m[f"speedup_vs_{mode}"] is None
+            for p in FAST_P:
+                assert m["fast_p"][mode][str(float(p))] == pytest.approx(sum(s > p for s in speedups) / count)
+    # By hand: level 1 has 3 correct of 5, level 2 one of 3, level 3 none of 1.
+    assert report["levels"]["1"]["pass_rate"] == pytest.approx(0.6)
+    assert report["levels"]["2"]["pass_rate"] == pytest.approx(1 / 3)
+    assert report["levels"]["3"]["pass_rate"] == 0.0 and report["levels"]["3"]["speedup_vs_eager"] is None
+    overall = report["overall"]
+    assert overall["problems"] == 9 and overall["pass_rate"] == pytest.approx(4 / 9)
+    # Overall speed-ups weight each level's geomean by its problem count (level 3 has none).
+    g1, g2 = report["levels"]["1"]["speedup_vs_compile"], report["levels"]["2"]["speedup_vs_compile"]
+    assert overall["speedup_vs_compile"] == pytest.approx(math.exp((5 * math.log(g1) + 3 * math.log(g2)) / 8))
+
+
+@pytest.mark.slow
+def test_report_files_and_exported_baselines(bench):
+    written = bench["written"]
+    for name in ("json", "markdown", "speedups", "fast_p"):
+        assert written[name].stat().st_size > 200
+    assert written["speedups"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads(written["json"].read_text())["overall"] == bench["report"]["overall"]
+    eager = json.loads(written["baselines_eager"].read_text())
+    assert sorted(eager) == ["level1", "level2", "level3"]
+    entry = eager["level1"]["1_Scale_Shift.py"]
+    assert set(entry) == {"mean", "std", "min", "max", "num_trials", "hardware", "device"} and entry["mean"] > 0
+    assert "2_Scale_Dropout_Tanh.py" in eager["level2"]
+
+
+@pytest.mark.slow
+def test_a_rerun_resumes_and_rejudges_only_what_changed(bench):
+    log = ResultsLog(bench["root"] / "out" / RESULTS_FILE)
+    before = log.read()
+    bench["run"]()  # nothing new: every result is on record
+    assert len(log.read()) == len(before)
+
+    # An edited solution is judged again; an interrupted run (its last record cut mid-line) too.
+    model = bench["solutions"] / "level1" / "3_Sigmoid" / "model_new.py"
+    model.write_text(model.read_text() + "\n# edited\n")
+    text = log.path.read_text().splitlines(keepends=True)
+    last = next(i for i in range(len(text) - 1, -1, -1) if '"key": "level1/4_Tiny_Tanh.py#solution"' in text[i])
+    log.path.write_text("".join(text[:last] + text[last + 1:]) + text[last][:40])
+    report, _ = bench["run"]()
+    added = log.read()[len(before) - 1:]
+    assert sorted(r["key"] for r in added) == ["level1/3_Sigmoid.py#solution", "level1/4_Tiny_Tanh.py#solution"]
+    assert _by_problem(report)[(1, 3)]["status"] == "incorrect"
+
+
+@pytest.mark.slow
+def test_generations_layout_scores_the_best_sample(tmp_path, judge_cache):
+    # Two KernelBench-style single-file samples of one problem: one wrong, one right.
+    result = subprocess.run(
+        [sys.executable, "-m", "cuda_agent.cli", "bench", "--kernelbench", str(FIXTURE), "--levels", "1",
+         "--problems", "1", "--solutions", str(FIXTURE / "generations"), "--device", "cpu",
+         "--timing-seconds", "0.2", "--out", str(tmp_path / "out"), "--cache-dir", str(judge_cache)],
+        capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "generations on KernelBench" in result.stdout and "report.md" in result.stdout
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    (record,) = report["problems"]
+    assert record["status"] == "ok" and record["sample"] == 0 and record["samples"] == 2
+    statuses = {r["sample"]: r["status"] for r in ResultsLog(tmp_path / "out" / RESULTS_FILE).read()
+                if r["kind"] == "solution"}
+    assert statuses == {0: "ok", 1: "incorrect"}
+
+
+def test_bad_inputs_are_clear_errors(tmp_path, judge_config):
+    def options(**kw):
+        base = dict(kernelbench=FIXTURE, out=tmp_path / "out", levels=[1], solutions=FIXTURE / "solutions",
+                    judge=judge_config())
+        return BenchOptions(**{**base, **kw})
+
+    with pytest.raises(BenchmarkError, match="does not exist"):
+        run_benchmark(options(kernelbench=tmp_path / "nowhere"))
+    with pytest.raises(BenchmarkError, match="no level4/ folder"):
+        run_benchmark(options(levels=[4]))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BenchmarkError, match="no solution was found"):
+        run_benchmark(options(solutions=tmp_path / "empty"))
+    with pytest.raises(BenchmarkError, match="either a solutions folder"):
+        run_benchmark(options(solutions=None))
+    assert parse_selection(["1:1"]) == {1: {1}}
