@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Everything that needs a GPU, in one call: the GPU tests (the honest and adversarial suites'
 # CUDA cases included), every example's CUDA solution through the judge, the demo, and the judge
-# benchmarks (latency, timing fidelity, guard overhead), and the agent's GPU episode and overhead
-# benchmark. Results go to $OUT (default ./gpu-results).
+# benchmarks (latency, timing fidelity, guard overhead), the agent's GPU episode and overhead
+# benchmark, and `cuda-agent bench` over a KernelBench checkout ($KERNELBENCH, default
+# ./.kernelbench) with the hand-written solutions of examples/kernelbench, and its throughput.
+# Results go to $OUT (default ./gpu-results).
 #
 #   scripts/gpu_check.sh            # all
 #   scripts/gpu_check.sh tests examples
@@ -12,7 +14,7 @@ OUT=${OUT:-gpu-results}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export CUDA_AGENT_CACHE=${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}
-parts=${*:-tests examples demo fidelity bench guards agent}
+parts=${*:-tests examples demo fidelity bench guards agent kernelbench throughput}
 status=0
 
 {
@@ -56,6 +58,20 @@ PY
     guards)
       python3 benchmarks/guard_overhead.py --device cuda --out "$OUT/guard_overhead.json" 2>&1 \
         | tee "$OUT/guard_overhead.txt" || status=1 ;;
+    kernelbench)
+      # The run's folder (results, verdicts, report, baselines in KernelBench's layout) comes back
+      # as one archive, kernelbench.tgz, beside the report.
+      run=${BENCH_RUN:-/tmp/kernelbench-run}
+      python3 -m cuda_agent.cli bench --kernelbench "${KERNELBENCH:-.kernelbench}" --solutions examples/kernelbench \
+        --levels 1,2 --problems "${KB_PROBLEMS_L1:-1:12,40,88}" --problems "${KB_PROBLEMS_L2:-2:12,63,76,86}" \
+        --label hand-written --device cuda --out "$run" --export-baselines "$run/timing" 2>&1 \
+        | tee "$OUT/kernelbench.txt" || status=1
+      tar -czf "$OUT/kernelbench.tgz" -C "$run" . && cp "$run/report.md" "$OUT/kernelbench-report.md" ;;
+    throughput)
+      python3 benchmarks/bench_throughput.py --kernelbench "${KERNELBENCH:-.kernelbench}" --solutions examples/kernelbench \
+        --levels 1,2 --problems "${KB_PROBLEMS_L1:-1:12,40,88}" --problems "${KB_PROBLEMS_L2:-2:12,63,76,86}" \
+        --copies "${COPIES:-3}" --device cuda --cache-dir "$CUDA_AGENT_CACHE" --json "$OUT/bench_throughput.json" 2>&1 \
+        | tee "$OUT/bench_throughput.txt" || status=1 ;;
     *) echo "unknown part: $part" >&2; status=2 ;;
   esac
 done
