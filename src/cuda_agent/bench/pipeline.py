@@ -63,7 +63,7 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
     from ..device import resolve_backend
 
     if (options.solutions is None) == (options.agent is None):
-        raise BenchmarkError("give either a solutions folder (--solutions) or a model to run (--model), not both")
+        raise BenchmarkError("give either a solutions folder (--solutions) or a model to run (--model): one of the two")
     problems = discover(options.kernelbench, options.levels, options.problem_ids)
     # Rebuilding a report needs no device: take the backend the user names for it.
     backend = options.judge.backend if options.report_only and options.judge.backend else \
@@ -76,6 +76,7 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
     imported = import_baselines(options.import_baselines) if options.import_baselines else None
 
     pools = [] if options.report_only else [LocalJudgePool(c, jobs) for c in configs]
+    failure: BenchmarkError | None = None
     try:
         solutions = options.solutions
         if options.agent is not None:
@@ -90,7 +91,10 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
             check_candidates_exist(candidates)
         run = BenchRun(options.out, problems, candidates, solutions_root=Path(solutions))
         if not options.report_only:
-            asyncio.run(run.run(pools, jobs, console))
+            try:
+                asyncio.run(run.run(pools, jobs, console))
+            except BenchmarkError as exc:  # some jobs failed: report what was recorded, then say so
+                failure = exc
     finally:
         for pool in pools:
             pool.close()
@@ -115,6 +119,8 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
                     "device": f"{backend}:0"} for r in report["references"]]
         written.update({f"baselines_{k}": v for k, v in
                         export_baselines(Path(options.export_baselines), entries, hardware).items()})
+    if failure is not None:
+        raise failure
     return report, written
 
 

@@ -141,18 +141,29 @@ class BenchRun:
                     job = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                if job.candidate is None:
-                    record = await self._check(pool, job)
-                    checked[job.problem.key].set()
-                else:
-                    if event := checked.get(job.problem.key):
-                        await event.wait()
-                    record = await self._judge(pool, job)
+                try:
+                    if job.candidate is None:
+                        record = await self._check(pool, job)
+                    else:
+                        if event := checked.get(job.problem.key):
+                            await event.wait()
+                        record = await self._judge(pool, job)
+                except Exception as exc:  # the judge itself failed: nothing is recorded, a rerun retries
+                    failed.append(f"{job.key}: {type(exc).__name__}: {exc}")
+                    progress.update(bar, advance=1, last=f"{job.key}: judge failed")
+                    continue
+                finally:
+                    if job.candidate is None:
+                        checked[job.problem.key].set()
                 self.log.append(record)
                 progress.update(bar, advance=1, last=f"{job.key}: {record['status']}")
 
+        failed: list[str] = []
         with progress:
             await asyncio.gather(*(worker(pool) for pool in pools for _ in range(max(1, jobs_per_pool))))
+        if failed:
+            raise BenchmarkError(f"the judge failed on {len(failed)} job(s), which are not recorded; rerun the "
+                                 "same command to retry them (the rest is kept):\n  " + "\n  ".join(failed[:10]))
 
     async def _check(self, pool: Any, job: Job) -> dict:
         started = time.perf_counter()
