@@ -90,6 +90,13 @@ def main() -> None:
     out = work / "run"
     samples = work / "samples"
     count = copies_as_samples(args.kernelbench, levels, selection, args.solutions, samples, args.copies)
+    try:
+        measure(args, config, levels, selection, out, samples, count, console)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(args, config, levels, selection, out: Path, samples: Path, count: int, console: Console) -> None:
 
     # Warm-up: every reference checked and its baselines cached, in the run's own results file.
     started = time.perf_counter()
@@ -106,7 +113,9 @@ def main() -> None:
     seconds = time.perf_counter() - started
     records = [r for r in ResultsLog(out / RESULTS_FILE).read() if r["kind"] == "solution"]
     judged = [r for r in records if r.get("stage_seconds")]
-    stages = {s: statistics.mean(r["stage_seconds"].get(s, 0.0) for r in judged) for s in STAGES} if judged else {}
+    # Each stage's mean over the judge runs that reached it (a wrong solution never profiles).
+    stages = {s: statistics.mean(values) for s in STAGES
+              if (values := [r["stage_seconds"][s] for r in judged if s in r["stage_seconds"]])}
     settings = report["settings"]
     result = {"device": report.get("device"), "backend": settings["backend"], "gpus": settings["gpus"],
               "jobs_per_gpu": settings["jobs_per_gpu"], "levels": levels, "copies": args.copies,
@@ -123,7 +132,6 @@ def main() -> None:
     Console().print(table)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=1, default=str))
-    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -122,3 +122,15 @@ def test_timing_config_key_changes_with_every_setting():
             TimingConfig(flush_cache=False).key(), TimingConfig(cpu_threads=4).key()}
     assert len(keys) == 7
     assert TimingConfig().key() == base.key()
+
+
+def test_several_references_hold_the_candidate_to_the_smallest_overheads():
+    # A noisy calibration (prepare 4 ms) would let 2 ms of hidden work through; a quiet one
+    # from another attempt (1 ms) does not: timing again can only tighten the bound.
+    quiet = session([2.0] * 10, go=[2.1] * 10, prepare=[1.0] * 10)
+    noisy = session([2.0] * 10, go=[2.9] * 10, prepare=[4.0] * 10)
+    candidate = session([1.0] * 50, go=[1.1] * 50, prepare=[2.0] * 50)
+    assert integrity_problem(candidate, noisy) is None
+    assert "outside the timed calls" in integrity_problem(candidate, [noisy, quiet])
+    assert "longer than the candidate's own clock says" in integrity_problem(
+        session([1.0] * 50, go=[1.5] * 50, prepare=[1.0] * 50), [noisy, quiet])

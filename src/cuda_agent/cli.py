@@ -200,6 +200,7 @@ def bench(
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Run the agent with this model instead of judging given solutions."),
     provider: str = typer.Option("openai", "--provider", help="With --model: openai, anthropic or hf."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="With --model: an OpenAI-compatible server."),
+    tool_protocol: str = typer.Option("native", "--tool-protocol", help="With --model: native tool calls, or text."),
     episodes: int = typer.Option(1, "--episodes", help="With --model: episodes per problem (the best one is scored)."),
     concurrency: int = typer.Option(8, "--concurrency", help="With --model: episodes running at once."),
     max_turns: int = typer.Option(200, "--max-turns", help="With --model: turns per episode (the paper evaluates with 200)."),
@@ -223,13 +224,13 @@ def bench(
 
     if (solutions is None) == (model is None):
         raise CudaAgentError("give either --solutions DIR or --model NAME")
-    name = label or (model.replace("/", "_") if model else Path(solutions).name)
+    name = label or (model.replace("/", "_") if model else Path(solutions).resolve().name)
     config = _config(device, cache_dir)
     if timing_seconds is not None:
         config = replace(config, timing=replace(config.timing, target_seconds=timing_seconds))
     agent = None
     if model is not None:
-        agent = _bench_agent(model, provider, base_url, episodes, concurrency, max_turns)
+        agent = _bench_agent(model, provider, base_url, tool_protocol, episodes, concurrency, max_turns)
     options = BenchOptions(kernelbench=kernelbench, out=out_dir or Path("bench-runs") / name,
                            levels=parse_levels(levels), problem_ids=parse_selection(problems), solutions=solutions,
                            agent=agent, label=name, judge=config, gpus=gpus, jobs_per_gpu=jobs,
@@ -256,8 +257,8 @@ def _bench_summary(report: dict):
     return table
 
 
-def _bench_agent(model: str, provider: str, base_url: Optional[str], episodes: int, concurrency: int,
-                 max_turns: int):
+def _bench_agent(model: str, provider: str, base_url: Optional[str], tool_protocol: str, episodes: int,
+                 concurrency: int, max_turns: int):
     """The agent as the benchmark runs it: every problem's episodes under OUT/agent/level{N}/."""
 
     def run(problems: dict, directory: Path, pool) -> None:
@@ -265,12 +266,14 @@ def _bench_agent(model: str, provider: str, base_url: Optional[str], episodes: i
 
         from .agent.llm import make_client
         from .agent.loop import AgentSettings
-        from .agent.runner import plan_episodes, run_episodes
+        from .agent.runner import EpisodeSpec, run_episodes
         from .device import probe_device
 
-        client = make_client(provider, model, base_url=base_url)
-        specs = [spec for level, items in sorted(problems.items())
-                 for spec in plan_episodes([p.task() for p in items], directory.resolve() / f"level{level}", episodes)]
+        client = make_client(provider, model, base_url=base_url, tool_protocol=tool_protocol)
+        # Named by the problem's file, as the bench looks for them (level{N}/{id}_{Name}/{NN}/best).
+        specs = [EpisodeSpec(problem.task(), directory.resolve() / f"level{level}" / problem.stem / f"{i:02d}",
+                             f"L{level}-{problem.stem}-{i:02d}")
+                 for level, items in sorted(problems.items()) for problem in items for i in range(episodes)]
 
         async def main() -> None:
             try:

@@ -65,7 +65,7 @@ def task_from_source(source: str, name: str, origin: str, metadata: dict | None 
     return Task(name=name, source=source, origin=origin, metadata=dict(metadata or {}))
 
 
-def _natural_key(path: Path) -> tuple:
+def natural_key(path: Path) -> tuple:
     """Sort '2_x.py' before '10_x.py', as KernelBench numbers its problems."""
     return tuple(int(tok) if tok.isdigit() else tok for tok in re.split(r"(\d+)", path.name))
 
@@ -130,7 +130,7 @@ def load_tasks(spec: str | Path) -> list[Task]:
     if not path.exists():
         raise TaskFormatError(f"task path {path} does not exist")
     if path.is_dir():
-        files = sorted((p for p in path.glob("*.py") if not p.name.startswith("_")), key=_natural_key)
+        files = sorted((p for p in path.glob("*.py") if not p.name.startswith("_")), key=natural_key)
         if not files:
             raise TaskFormatError(f"task directory {path} holds no .py task files")
         return [_load_py(p) for p in files]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -28,14 +29,19 @@ def by_turn(messages, index):
 
 @pytest.mark.slow
 def test_bench_runs_the_agent_and_scores_its_best_solution(tmp_path, judge_cache):
+    # A name ending in "_", as 23 of KernelBench's level-1 problems do: episodes must land where
+    # the bench looks for them.
+    checkout = tmp_path / "kb" / "KernelBench" / "level1"
+    checkout.mkdir(parents=True)
+    shutil.copy(FIXTURE / "KernelBench" / "level1" / "4_Tiny_Tanh.py", checkout / "4_Tiny_Tanh_.py")
     out = tmp_path / "out"
-    args = ["bench", "--kernelbench", str(FIXTURE), "--levels", "1", "--problems", "4", "--model", "scripted",
+    args = ["bench", "--kernelbench", str(tmp_path / "kb"), "--levels", "1", "--model", "scripted",
             "--out", str(out), "--device", "cpu", "--cache-dir", str(judge_cache), "--timing-seconds", "0.2"]
     with OpenAIServer(by_turn) as server:
         result = CliRunner().invoke(app, args + ["--base-url", server.url])
     assert result.exit_code == 0, result.output
     assert server.errors == [] and len(server.requests) == 4
-    assert (out / "agent" / "level1" / "4_Tiny_Tanh" / "00" / "best" / "model_new.py").is_file()
+    assert (out / "agent" / "level1" / "4_Tiny_Tanh_" / "00" / "best" / "model_new.py").is_file()
     report = json.loads((out / "report.json").read_text())
     (record,) = report["problems"]
     assert record["status"] == "ok" and record["correct"] and record["sample"] == 0

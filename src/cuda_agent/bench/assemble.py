@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ..judge.reference import FAILED as REFERENCE_FAILED, ReferenceReport
+from ..judge.reference import FAILED as REFERENCE_FAILED, IMPORTED_MISMATCH, ReferenceReport
 from .metrics import Metrics, level_metrics, overall_metrics, select_best
 from .runner import BenchRun, Job
 
@@ -37,16 +37,32 @@ def problem_records(run: BenchRun, min_baseline_ms: float,
                 job = Job(problem, task, candidate)
                 if (record := recorded.get((job.key, run.fingerprint(job)))) is not None:
                     samples.append(_rebased(record, imported, problem.key) if imported else dict(record))
-            best = select_best(samples) if samples else _missing(problem)
+            if imported and reference is not None:
+                flags += _imported_mismatch(reference["report"], imported, problem.key)
+            candidates = run.candidates.get(problem.key, [])
+            best = select_best(samples) if samples else _missing(problem, judged_none=bool(candidates))
             scored.append({**best, "samples": len(samples), "flags": flags})
     return scored, references
 
 
-def _missing(problem: Any) -> dict:
+def _missing(problem: Any, judged_none: bool = False) -> dict:
+    """A failed problem without a result: no solution, or solutions the judge has not yet judged
+    (it failed on them, or the run was stopped); either counts as a failure until a rerun."""
     return {"level": problem.level, "problem_id": problem.problem_id, "name": problem.name, "sample": None,
-            "status": "missing", "correct": False, "reward": -1, "speedup_vs_eager": None,
-            "speedup_vs_compile": None, "candidate_ms": None, "eager_ms": None, "compile_ms": None,
-            "error": "no solution"}
+            "status": "not_judged" if judged_none else "missing", "correct": False, "reward": -1,
+            "speedup_vs_eager": None, "speedup_vs_compile": None, "candidate_ms": None, "eager_ms": None,
+            "compile_ms": None,
+            "error": "not judged yet: rerun the same command" if judged_none else "no solution"}
+
+
+def _imported_mismatch(reference: dict, imported: dict[str, dict[str, dict]], key: str) -> list[str]:
+    """An imported eager time far from the one measured here: the problem's source likely changed
+    since the imported file was made, so its speed-ups against it mean little."""
+    entry = imported.get("eager", {}).get(key)
+    measured = (reference.get("eager") or {}).get("median_ms")
+    if entry and measured and not 0.5 <= entry["mean"] / measured <= 2.0:
+        return [IMPORTED_MISMATCH]
+    return []
 
 
 def _rebased(record: dict, imported: dict[str, dict[str, dict]], key: str) -> dict:

@@ -10,10 +10,12 @@ KernelBench's speed-ups use the mean, ours the median, which is noted beside imp
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from ..errors import BenchmarkError
 from ..files import write_atomic
+from ..task import natural_key
 
 FILES = {"eager": "baseline_time_torch.json", "compile": "baseline_time_torch_compile_inductor_default.json"}
 
@@ -24,7 +26,7 @@ def export_baselines(folder: Path, entries: list[dict], hardware: str) -> dict[s
     written = {}
     for mode, filename in FILES.items():
         table: dict[str, dict[str, dict]] = {}
-        for entry in sorted(entries, key=lambda e: (e["level"], _natural(e["name"]))):
+        for entry in sorted(entries, key=lambda e: (e["level"], natural_key(Path(e["name"])))):
             stats = entry.get(mode)
             if not stats:
                 continue
@@ -56,13 +58,9 @@ def import_baselines(folder: Path) -> dict[str, dict[str, dict[str, float]]]:
             found[mode] = {f"{level}/{name}": {k: entry[k] for k in ("mean", "std", "min", "max") if k in entry}
                            | {"hardware": entry.get("hardware", folder.name)}
                            for level, problems in data.items() for name, entry in problems.items()}
-            if any(not isinstance(e.get("mean"), (int, float)) or e["mean"] <= 0 for e in found[mode].values()):
-                raise ValueError("an entry has no positive mean")
+            if any(not isinstance(e.get("mean"), (int, float)) or not math.isfinite(e["mean"]) or e["mean"] <= 0
+                   for e in found[mode].values()):
+                raise ValueError("an entry has no positive finite mean")
         except (ValueError, AttributeError, TypeError) as exc:
             raise BenchmarkError(f"{path} is not a KernelBench baseline file ({exc})") from None
     return found
-
-
-def _natural(name: str) -> tuple:
-    head = name.split("_", 1)[0]
-    return (int(head), name) if head.isdigit() else (1 << 30, name)

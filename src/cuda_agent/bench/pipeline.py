@@ -12,6 +12,7 @@ from typing import Any, Callable
 from rich.console import Console
 
 from ..errors import BenchmarkError
+from ..files import write_atomic
 from ..judge.config import JudgeConfig
 from .assemble import build_report
 from .kb_timing import export_baselines, import_baselines
@@ -75,6 +76,8 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
     configs = [replace(options.judge, backend=backend, device_index=i) for i in range(gpus)]
     imported = import_baselines(options.import_baselines) if options.import_baselines else None
 
+    if not options.report_only:
+        _check_run_settings(options.out, backend, options.judge)
     pools = [] if options.report_only else [LocalJudgePool(c, jobs) for c in configs]
     failure: BenchmarkError | None = None
     try:
@@ -129,4 +132,27 @@ def _earlier_run_settings(out: Path) -> dict:
         earlier = json.loads((out / "report.json").read_text())["settings"]
     except (OSError, ValueError, KeyError, TypeError):
         return {}
-    return {key: earlier[key] for key in ("gpus", "jobs_per_gpu", "judge") if key in earlier}
+    return {key: earlier[key] for key in ("backend", "gpus", "jobs_per_gpu", "judge") if key in earlier}
+
+
+RUN_FILE = "run.json"
+
+
+def _check_run_settings(out: Path, backend: str, judge: JudgeConfig) -> None:
+    """Results in one folder must be comparable: the first run's backend and judge settings are
+    kept in OUT/run.json, and a later run with others is refused rather than mixed in."""
+    settings = {"backend": backend, "num_checks": judge.num_checks, "atol": judge.atol, "rtol": judge.rtol,
+                "norm_rtol": judge.norm_rtol, "margin": judge.margin, "timing": judge.timing.__dict__,
+                "timing_attempts": judge.timing_attempts, "static_checks": judge.static_checks,
+                "runtime_checks": judge.runtime_checks, "floor_slack": judge.floor_slack, "fast_math": judge.fast_math}
+    path = out / RUN_FILE
+    settings = json.loads(json.dumps(settings))  # as it reads back: tuples become lists
+    if path.exists():
+        earlier = json.loads(path.read_text())
+        if earlier != settings:
+            changed = sorted(k for k in settings.keys() | earlier.keys() if settings.get(k) != earlier.get(k))
+            raise BenchmarkError(f"{out} holds results judged with other settings ({', '.join(changed)} differ); "
+                                 "use another --out, or the same settings to resume")
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(settings, indent=1))

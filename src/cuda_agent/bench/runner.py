@@ -18,7 +18,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -57,12 +57,15 @@ class ResultsLog:
         return records
 
     def append(self, record: dict) -> None:
-        line = json.dumps({"version": FORMAT_VERSION, **record}, default=str)
-        with self.path.open("a") as fh:
+        line = json.dumps({"version": FORMAT_VERSION, **record}, default=str).encode()
+        with self.path.open("a+b") as fh:
             # A crash mid-write may leave a partial line: start on a fresh one if so.
-            if fh.tell() and not self.path.read_bytes().endswith(b"\n"):
-                fh.write("\n")
-            fh.write(line + "\n")
+            size = fh.seek(0, 2)
+            if size:
+                fh.seek(size - 1)
+                if fh.read(1) != b"\n":
+                    fh.write(b"\n")  # appends always go to the end, wherever the read left off
+            fh.write(line + b"\n")
             fh.flush()
 
 
@@ -92,7 +95,7 @@ class BenchRun:
     # -- what is left to do -------------------------------------------------------------------
     def jobs(self) -> tuple[list[Job], list[Job]]:
         """(reference checks, candidates) not yet recorded for the current sources."""
-        done = {(r["key"], r.get("fingerprint")) for r in self.log.read()}
+        done = {(r["key"], r.get("fingerprint")) for r in self.log.read() if not _worth_retrying(r)}
         references, candidates = [], []
         for level in sorted(self.problems):
             for problem in self.problems[level]:
@@ -190,7 +193,8 @@ class BenchRun:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps(data, indent=1, default=str))
         timings = data.get("timings") or {}
-        return {**record, "status": verdict.status, "correct": verdict.correct, "reward": verdict.reward,
+        return {**record, "status": verdict.status, "fault": verdict.settings.get("fault"),
+                "correct": verdict.correct, "reward": verdict.reward,
                 "speedup_vs_eager": verdict.speedup_vs_eager, "speedup_vs_compile": verdict.speedup_vs_compile,
                 **{f"{name}_ms": (timings.get(name) or {}).get("median_ms") for name in ("candidate", "eager", "compile")},
                 "error": verdict.error, "verdict": str(path.relative_to(self.out)),
@@ -218,12 +222,9 @@ def _failure(status: str, error: str) -> dict:
             "candidate_ms": None, "eager_ms": None, "compile_ms": None, "error": error}
 
 
-def latest(records: Iterable[dict]) -> dict[str, dict]:
-    """The last record of each key (a rerun after a solution changed supersedes the old one)."""
-    found: dict[str, dict] = {}
-    for record in records:
-        found[record["key"]] = record
-    return found
+def _worth_retrying(record: dict) -> bool:
+    """Failures that are the task's or the machine's, not the solution's: judged again on rerun."""
+    return record.get("status") == "reference_error" or record.get("fault") == "task"
 
 
 def check_candidates_exist(candidates: dict[str, list[Candidate]]) -> None:

@@ -36,6 +36,9 @@ class JudgePool(Protocol):
     async def evaluate(self, task: Task, solution: Solution, stage: str) -> Verdict:
         ...
 
+    async def check_reference(self, task: Task) -> ReferenceReport:
+        ...
+
     def close(self) -> None:
         ...
 

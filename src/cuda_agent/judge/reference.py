@@ -16,13 +16,16 @@ from .timing import TimingStats
 NONDETERMINISTIC = "reference_nondeterministic"
 TOO_FAST = "too_fast_to_time"
 FAILED = "reference_failed"
+IMPORTED_MISMATCH = "imported_baseline_mismatch"
 
 FLAG_MEANINGS = {
     NONDETERMINISTIC: "the reference does not reproduce its own output for the same inputs and weights, "
-                      "so no solution can pass: not the solution's fault",
+                      "so a solution is unlikely to pass: not the solution's fault",
     TOO_FAST: "the eager baseline is too short to time reliably, so speed-ups are dominated by noise "
               "and launch overhead",
     FAILED: "the reference itself does not build, run or time on this machine: the task's fault",
+    IMPORTED_MISMATCH: "the imported baseline is over 2x away from the eager time measured here: the problem "
+                       "likely changed since that file was made, so speed-ups against it mean little",
 }
 
 
