@@ -657,7 +657,7 @@ class _Run:
                                            calls=CALIBRATION_CALLS)
             calibrations.append(calibration)
             reference = TimingStats.from_session(calibration)
-            problem = integrity_problem(session, calibrations)
+            problem = integrity_problem(session, calibrations, self.judge.backend)
             v.timing_integrity = {
                 "candidate_prepare_ms": v.timings["candidate"].prepare_median_ms,
                 "reference_prepare_ms": reference.prepare_median_ms,
