@@ -245,15 +245,16 @@ def bench(
 def _bench_summary(report: dict):
     from rich.table import Table
 
+    from .bench.report import percent, times
+
     table = Table(title=f"{report['label']} on KernelBench")
     for column in ("subset", "problems", "pass", "faster vs eager", "faster vs compile",
                    "speed-up vs eager", "speed-up vs compile"):
         table.add_column(column)
     rows = [report["levels"][k] for k in sorted(report["levels"], key=int)] + [report["overall"]]
     for m in rows:
-        table.add_row(m["subset"], str(m["problems"]), f"{100 * m['pass_rate']:.1f}%",
-                      f"{100 * m['faster_vs_eager']:.1f}%", f"{100 * m['faster_vs_compile']:.1f}%",
-                      *(f"{m[k]:.2f}x" if m[k] else "n/a" for k in ("speedup_vs_eager", "speedup_vs_compile")))
+        table.add_row(m["subset"], str(m["problems"]), percent(m["pass_rate"]), percent(m["faster_vs_eager"]),
+                      percent(m["faster_vs_compile"]), times(m["speedup_vs_eager"]), times(m["speedup_vs_compile"]))
     return table
 
 

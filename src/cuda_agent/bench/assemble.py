@@ -14,7 +14,7 @@ from typing import Any
 
 from ..judge.reference import FAILED as REFERENCE_FAILED, IMPORTED_MISMATCH, ReferenceReport
 from .metrics import Metrics, level_metrics, overall_metrics, select_best
-from .runner import BenchRun, Job
+from .runner import BenchRun, Job, failure_record
 
 
 def problem_records(run: BenchRun, min_baseline_ms: float,
@@ -48,11 +48,9 @@ def problem_records(run: BenchRun, min_baseline_ms: float,
 def _missing(problem: Any, judged_none: bool = False) -> dict:
     """A failed problem without a result: no solution, or solutions the judge has not yet judged
     (it failed on them, or the run was stopped); either counts as a failure until a rerun."""
-    return {"level": problem.level, "problem_id": problem.problem_id, "name": problem.name, "sample": None,
-            "status": "not_judged" if judged_none else "missing", "correct": False, "reward": -1,
-            "speedup_vs_eager": None, "speedup_vs_compile": None, "candidate_ms": None, "eager_ms": None,
-            "compile_ms": None,
-            "error": "not judged yet: rerun the same command" if judged_none else "no solution"}
+    failure = (failure_record("not_judged", "not judged yet: rerun the same command") if judged_none
+               else failure_record("missing", "no solution"))
+    return {"level": problem.level, "problem_id": problem.problem_id, "name": problem.name, "sample": None, **failure}
 
 
 def _imported_mismatch(reference: dict, imported: dict[str, dict[str, dict]], key: str) -> list[str]:

@@ -107,9 +107,7 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
                 "min_baseline_ms": options.min_baseline_ms,
                 "baselines": f"imported from {options.import_baselines} (KernelBench means)" if imported
                              else "measured by the judge (medians)",
-                "judge": {"num_checks": options.judge.num_checks, "atol": options.judge.atol,
-                          "rtol": options.judge.rtol, "margin": options.judge.margin,
-                          "timing": options.judge.timing.__dict__},
+                "judge": _judge_settings(options.judge),
                 "unmatched_solution_entries": unmatched}
     if options.report_only:  # how the results were produced is the earlier run's, not this call's
         settings.update(_earlier_run_settings(options.out))
@@ -141,12 +139,8 @@ RUN_FILE = "run.json"
 def _check_run_settings(out: Path, backend: str, judge: JudgeConfig) -> None:
     """Results in one folder must be comparable: the first run's backend and judge settings are
     kept in OUT/run.json, and a later run with others is refused rather than mixed in."""
-    settings = {"backend": backend, "num_checks": judge.num_checks, "atol": judge.atol, "rtol": judge.rtol,
-                "norm_rtol": judge.norm_rtol, "margin": judge.margin, "timing": judge.timing.__dict__,
-                "timing_attempts": judge.timing_attempts, "static_checks": judge.static_checks,
-                "runtime_checks": judge.runtime_checks, "floor_slack": judge.floor_slack, "fast_math": judge.fast_math}
     path = out / RUN_FILE
-    settings = json.loads(json.dumps(settings))  # as it reads back: tuples become lists
+    settings = {"backend": backend, **_judge_settings(judge)}
     if path.exists():
         earlier = json.loads(path.read_text())
         if earlier != settings:
@@ -156,3 +150,12 @@ def _check_run_settings(out: Path, backend: str, judge: JudgeConfig) -> None:
         return
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(settings, indent=1))
+
+
+def _judge_settings(judge: JudgeConfig) -> dict:
+    """The judge settings that decide a result, as JSON reads them back (tuples become lists)."""
+    return json.loads(json.dumps({
+        "num_checks": judge.num_checks, "atol": judge.atol, "rtol": judge.rtol, "norm_rtol": judge.norm_rtol,
+        "margin": judge.margin, "timing": judge.timing.__dict__, "timing_attempts": judge.timing_attempts,
+        "static_checks": judge.static_checks, "runtime_checks": judge.runtime_checks,
+        "floor_slack": judge.floor_slack, "fast_math": judge.fast_math}))

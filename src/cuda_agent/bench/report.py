@@ -76,11 +76,11 @@ PAPER_TABLE1: dict[str, list[dict[str, Any]]] = {
 
 
 
-def _pct(x: float | None) -> str:
+def percent(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
-def _x(x: float | None, none: str = "n/a") -> str:
+def times(x: float | None, none: str = "n/a") -> str:
     return none if x is None else f"{x:.2f}x"
 
 
@@ -104,9 +104,9 @@ def _subsets(report: dict) -> list[dict]:
 
 
 def _table_row(subset: str, model: str, m: dict) -> str:
-    return (f"| {subset} | {model} | {_pct(m['pass_rate'])} | {_pct(m['faster_vs_eager'])} | "
-            f"{_pct(m['faster_vs_compile'])} | {_x(m['speedup_vs_eager'])} | "
-            f"{_x(m['speedup_vs_compile'])} |")
+    return (f"| {subset} | {model} | {percent(m['pass_rate'])} | {percent(m['faster_vs_eager'])} | "
+            f"{percent(m['faster_vs_compile'])} | {times(m['speedup_vs_eager'])} | "
+            f"{times(m['speedup_vs_compile'])} |")
 
 
 def render_markdown(report: dict) -> str:
@@ -144,7 +144,7 @@ def render_markdown(report: dict) -> str:
                 "|---|" + "---|" * len(keys)]
         for b in BASELINES:
             row = m["fast_p"].get(b, {})
-            out.append(f"| vs {b} | " + " | ".join(_pct(row.get(k)) for k in keys) + " |")
+            out.append(f"| vs {b} | " + " | ".join(percent(row.get(k)) for k in keys) + " |")
         out.append("")
 
     problems = sorted(report.get("problems", []), key=lambda r: (r["level"], r["problem_id"]))
@@ -168,8 +168,8 @@ def render_markdown(report: dict) -> str:
     for r in problems:
         out.append(
             f"| {r['level']} | {r['problem_id']} | {_cell(r.get('name', ''))} | "
-            f"{_cell(r.get('status', ''))} | {_x(r.get('speedup_vs_eager'), '-')} | "
-            f"{_x(r.get('speedup_vs_compile'), '-')} | {_cell(', '.join(r.get('flags') or []))} | "
+            f"{_cell(r.get('status', ''))} | {times(r.get('speedup_vs_eager'), '-')} | "
+            f"{times(r.get('speedup_vs_compile'), '-')} | {_cell(', '.join(r.get('flags') or []))} | "
             f"{_cell(r.get('error') or '', 80)} |")
     return "\n".join(out) + "\n"
 

@@ -26,7 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..errors import BenchmarkError
 from ..files import write_atomic
 from ..judge.reference import ReferenceReport
-from ..solution import load_solution
+from ..solution import Solution, load_solution
 from ..task import Task
 from .kernelbench import Problem
 from .solutions import Candidate
@@ -112,15 +112,7 @@ class BenchRun:
     @staticmethod
     def fingerprint(job: Job) -> str:
         """What a recorded result was computed from: the task and the solution's files."""
-        if job.candidate is None:
-            return job.task.sha256
-        if not job.candidate.path.exists():
-            return f"{job.task.sha256[:16]}:missing"
-        try:
-            solution = load_solution(job.candidate.path)
-        except Exception as exc:  # an unreadable solution is recorded as a failure, keyed by the error
-            return f"{job.task.sha256[:16]}:unloadable:{type(exc).__name__}:{exc}"
-        return f"{job.task.sha256[:16]}:{solution.sha256}"
+        return job.task.sha256 if job.candidate is None else _load(job)[1]
 
     # -- running --------------------------------------------------------------------------------
     async def run(self, pools: list[Any], jobs_per_pool: int, console: Console | None = None) -> None:
@@ -177,15 +169,11 @@ class BenchRun:
 
     async def _judge(self, pool: Any, job: Job) -> dict:
         candidate = job.candidate
-        record = {"kind": "solution", "key": job.key, "fingerprint": self.fingerprint(job), **_where(job),
+        solution, fingerprint, failure = _load(job)
+        record = {"kind": "solution", "key": job.key, "fingerprint": fingerprint, **_where(job),
                   "sample": candidate.sample, "solution": self._relative(candidate.path)}
-        if not candidate.path.exists():
-            return {**record, **_failure("missing", "the agent found no correct solution in this episode"
-                                         if candidate.sample is not None else "no solution")}
-        try:
-            solution = load_solution(candidate.path)
-        except Exception as exc:
-            return {**record, **_failure("compile_error", f"the solution cannot be loaded: {exc}")}
+        if failure is not None:
+            return {**record, **failure}
         started = time.perf_counter()
         verdict = await pool.evaluate(job.task, solution, "profile")
         data = verdict.to_dict()
@@ -217,7 +205,24 @@ def _sample(candidate: Candidate) -> str:
     return "only" if candidate.sample is None else f"sample{candidate.sample}"
 
 
-def _failure(status: str, error: str) -> dict:
+def _load(job: Job) -> tuple[Solution | None, str, dict | None]:
+    """A candidate's solution (loaded once), the fingerprint its result is recorded under, and the
+    failure to record instead of a verdict when there is nothing to judge."""
+    prefix, candidate = job.task.sha256[:16], job.candidate
+    if not candidate.path.exists():
+        return None, f"{prefix}:missing", failure_record(
+            "missing", "the agent found no correct solution in this episode" if candidate.sample is not None
+            else "no solution")
+    try:
+        solution = load_solution(candidate.path)
+    except Exception as exc:  # an unreadable solution is recorded as a failure, keyed by the error
+        return (None, f"{prefix}:unloadable:{type(exc).__name__}:{exc}",
+                failure_record("compile_error", f"the solution cannot be loaded: {exc}"))
+    return solution, f"{prefix}:{solution.sha256}", None
+
+
+def failure_record(status: str, error: str) -> dict:
+    """The result fields of a problem or sample that has no verdict: a failure."""
     return {"status": status, "correct": False, "reward": -1, "speedup_vs_eager": None, "speedup_vs_compile": None,
             "candidate_ms": None, "eager_ms": None, "compile_ms": None, "error": error}
 
