@@ -23,3 +23,7 @@ class ToolchainError(CudaAgentError):
 
 class BenchmarkError(CudaAgentError):
     """A benchmark's inputs (a KernelBench checkout, a solutions directory, a run) are unusable."""
+
+
+class SynthesisError(CudaAgentError):
+    """A data-synthesis run cannot go on: bad options, an unusable output folder or seed catalogue."""

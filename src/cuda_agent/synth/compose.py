@@ -1,0 +1,315 @@
+"""The offline composer: chain 1 to 5 torch seeds into one KernelBench-format task, no LLM needed.
+
+Shapes are followed on the meta device: each step builds the seed for the tensor it receives
+(its shape tokens resolved against that tensor) and runs it without computing anything, so the
+chain is valid by construction and every step's output shape is known. The batch size is then
+chosen with the roofline estimate (``estimate``) so the task lands inside the workload window on
+the target GPU, with no tensor larger than the memory bound.
+
+The source mirrors KernelBench's style: module-level size constants, constructor arguments passed
+through ``get_init_inputs()``, float32 inputs from ``torch.randn``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+import torch.nn as nn
+
+from .estimate import H100, Estimate, GpuProfile, estimate_forward, fit_batch
+from .records import Candidate, Seed
+from .seeds import make_call, resolve_target
+from .shapes import OPERAND_TOKENS, operand_shape, pick_width, resolve_all
+
+# Starting layouts, with how often each is drawn: rank -> (weight, dimension names).
+LAYOUTS = {
+    2: (0.30, ("in_features",)),
+    3: (0.15, ("channels", "length")),
+    4: (0.45, ("channels", "height", "width")),
+    5: (0.10, ("channels", "depth", "height", "width")),
+}
+SIZE_CHOICES = {
+    "in_features": (256, 512, 1024, 2048, 4096),
+    "channels": (3, 8, 16, 32, 64),
+    "length": (128, 256, 512, 1024, 2048),
+    "height": (32, 64, 128, 256),
+    "width": (32, 64, 128, 256),
+    "depth": (8, 16, 32),
+}
+BASE_BATCH = 8
+HEAVY_FIRST = 0.6        # chance that a multi-op chain starts with a weighted op (conv, linear)
+DRAWS_PER_STEP = 25      # seeds tried before a step gives up
+
+
+@dataclass(frozen=True)
+class ComposeSettings:
+    window_ms: tuple[float, float] = (1.0, 100.0)
+    max_tensor_bytes: int = 1 << 30
+    profile: GpuProfile = H100
+
+    def target_range(self) -> tuple[float, float]:
+        """Aim inside the window with margin for the estimate's error: [2 x min, max / 2.5]."""
+        low, high = self.window_ms
+        lo, hi = low * 2, high / 2.5
+        return (lo, hi) if lo < hi else (math.sqrt(low * high),) * 2
+
+    def draw_target(self, rng: random.Random) -> float:
+        lo, hi = self.target_range()
+        return math.exp(rng.uniform(math.log(lo), math.log(hi)))
+
+
+@dataclass
+class Step:
+    seed: Seed
+    args: dict[str, Any]                 # resolved for this step's input
+    operand: tuple[int, ...] | None = None   # shape of the learned second operand, if any
+    operand_arg: str | None = None
+
+
+@dataclass
+class Chain:
+    rank: int
+    dims: dict[str, int]                 # the input's non-batch sizes, by name
+    steps: list[Step] = field(default_factory=list)
+
+    def input_shape(self, batch: int) -> tuple[int, ...]:
+        return (batch, *self.dims.values())
+
+
+def run_chain(chain: Chain, batch: int) -> tuple[torch.Tensor, Callable]:
+    """Run the chain on meta inputs at ``batch``; returns the output and a module doing the same."""
+
+    class _Chain(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls = []
+            for step in chain.steps:
+                target = resolve_target(step.seed.target)
+                other = nn.Parameter(torch.randn(step.operand)) if step.operand is not None else None
+                if step.seed.kind == "module":
+                    module = target(**step.args)
+                    self.add_module(f"m{len(self.calls)}", module)
+                    call = (lambda m, o: (lambda x: m(x, o)))(module, other) if other is not None else module
+                else:
+                    call = ((lambda t, o, a: (lambda x: t(x, o, **a)))(target, other, step.args)
+                            if other is not None else (lambda t, a: (lambda x: t(x, **a)))(target, step.args))
+                if other is not None:
+                    self.register_parameter(f"p{len(self.calls)}", other)
+                self.calls.append(call)
+
+        def forward(self, x):
+            for call in self.calls:
+                x = call(x)
+            return x
+
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        model = _Chain()
+        x = torch.empty(chain.input_shape(batch))
+        out = model(x)
+    return out, model
+
+
+def estimate_chain(chain: Chain, batch: int, profile: GpuProfile = H100) -> Estimate:
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        _, model = run_chain(chain, batch)
+        return estimate_forward(model, [torch.empty(chain.input_shape(batch))], profile)
+
+
+class OfflineComposer:
+    """Builds ``torch#n`` tasks from seeds; ``transformers`` seeds become standalone tasks."""
+
+    def __init__(self, seeds: list[Seed], settings: ComposeSettings | None = None):
+        self.settings = settings or ComposeSettings()
+        usable = [s for s in seeds if not s.stochastic and s.composable]
+        self.torch_seeds = [s for s in usable if s.kind != "transformers"]
+        self.hf_seeds = [s for s in usable if s.kind == "transformers"]
+        self.by_rank = {r: [s for s in self.torch_seeds if r in s.ranks] for r in LAYOUTS}
+
+    # -- torch chains ---------------------------------------------------------------------------
+    def _start(self, rng: random.Random) -> Chain:
+        ranks = list(LAYOUTS)
+        rank = rng.choices(ranks, weights=[LAYOUTS[r][0] for r in ranks])[0]
+        dims = {name: rng.choice(SIZE_CHOICES[name]) for name in LAYOUTS[rank][1]}
+        if "height" in dims:
+            dims["width"] = dims["height"] if rng.random() < 0.7 else dims["width"]
+        return Chain(rank=rank, dims=dims)
+
+    def _try_step(self, chain: Chain, seed: Seed, x: torch.Tensor, rng: random.Random) -> tuple[Step, torch.Tensor] | None:
+        shape = tuple(x.shape)
+        width = pick_width(rng, shape, "features" if x.dim() == 2 else "channels")
+        args = resolve_all(seed.args, shape, width)
+        operand_arg = next((k for k, v in args.items() if v in OPERAND_TOKENS), None)
+        operand = operand_shape(args.pop(operand_arg), shape) if operand_arg else None
+        step = Step(seed, args, operand, operand_arg)
+        trial = Chain(chain.rank, chain.dims, chain.steps + [step])
+        try:
+            out, _ = run_chain(trial, BASE_BATCH)
+        except Exception:  # this seed does not fit this tensor: draw another
+            return None
+        if not isinstance(out, torch.Tensor) or not out.is_floating_point() or out.numel() == 0:
+            return None
+        return step, out
+
+    def _chain(self, n_ops: int, rng: random.Random) -> Chain | None:
+        chain = self._start(rng)
+        with torch.device("meta"):
+            x = torch.empty(chain.input_shape(BASE_BATCH))
+        for position in range(n_ops):
+            pool = self.by_rank.get(x.dim(), [])
+            if not pool:
+                return None
+            heavy = [s for s in pool if s.heavy]
+            for _ in range(DRAWS_PER_STEP):
+                prefer_heavy = position == 0 and n_ops > 1 and heavy and rng.random() < HEAVY_FIRST
+                seed = rng.choice(heavy if prefer_heavy else pool)
+                if seed.name in {s.seed.name for s in chain.steps}:
+                    continue  # one use of each operator per task, as the paper's stacks
+                fitted = self._try_step(chain, seed, x, rng)
+                if fitted is None:
+                    continue
+                step, out = fitted
+                if position < n_ops - 1 and out.dim() < 2:
+                    continue  # nothing chains after a full reduction
+                chain.steps.append(step)
+                x = out
+                break
+            else:
+                return None
+        return chain
+
+    def compose_torch(self, index: int, n_ops: int, rng: random.Random, attempts: int = 10) -> Candidate | None:
+        """A ``torch#n_ops`` task sized for the window, or None when no chain fits in ``attempts``."""
+        for _ in range(attempts):
+            chain = self._chain(n_ops, rng)
+            if chain is None:
+                continue
+            target = self.settings.draw_target(rng)
+            fitted = fit_batch(lambda b: estimate_chain(chain, b, self.settings.profile), target,
+                               self.settings.max_tensor_bytes, base=BASE_BATCH)
+            if fitted is None:
+                continue
+            batch, estimate = fitted
+            if estimate.ms < self.settings.window_ms[0] * 1.2 or estimate.ms > self.settings.window_ms[1] / 1.2:
+                continue  # cannot be sized into the window (memory-bound below it, or too heavy)
+            out, _ = run_chain(chain, batch)
+            return Candidate(
+                index=index, code=render_chain(chain, batch), ops=[s.seed.name for s in chain.steps],
+                data_source=f"torch#{n_ops}", composer="offline",
+                input_shapes=[list(chain.input_shape(batch))], output_shape=list(out.shape),
+                estimate_ms=round(estimate.ms, 4))
+        return None
+
+    # -- transformers -----------------------------------------------------------------------------
+    def compose_transformers(self, index: int, rng: random.Random, attempts: int = 5) -> Candidate | None:
+        if not self.hf_seeds:
+            return None
+        from .hf_seeds import transformers_candidate
+
+        for _ in range(attempts):
+            seed = rng.choice(self.hf_seeds)
+            candidate = transformers_candidate(seed, index, rng, window_ms=self.settings.window_ms,
+                                               max_tensor_bytes=self.settings.max_tensor_bytes)
+            if candidate is not None:
+                return candidate
+        return None
+
+    def compose(self, index: int, category: str, rng: random.Random) -> Candidate | None:
+        """``category`` is a data_source: ``torch#1`` ... ``torch#5`` or ``transformers#1``."""
+        if category.startswith("transformers"):
+            return self.compose_transformers(index, rng)
+        return self.compose_torch(index, int(category.split("#")[1]), rng)
+
+
+# -- rendering ------------------------------------------------------------------------------------
+
+def _snake(name: str) -> str:
+    name = name.rsplit(".", 1)[-1]
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower().strip("_") or "op"
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, float):
+        return repr(round(value, 6))
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(_literal(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
+    return repr(value)
+
+
+def render_chain(chain: Chain, batch: int) -> str:
+    """The task's source: Model applies the chain's steps in order to one input tensor."""
+    constants: dict[str, Any] = {"batch_size": batch, **chain.dims}
+    init_params: list[str] = []
+    init_lines: list[str] = []
+    forward_lines: list[str] = []
+    used_attrs: set[str] = set()
+    for i, step in enumerate(chain.steps):
+        attr = _snake(step.seed.name)
+        if attr in used_attrs:
+            attr = f"{attr}_{i}"
+        used_attrs.add(attr)
+        operand = None
+        if step.operand is not None:
+            operand = f"self.{attr}_operand"
+            init_lines.append(f"self.{attr}_operand = nn.Parameter(torch.randn({_literal(tuple(step.operand))}))")
+        extra = ", ".join(f"{k}={_literal(v)}" for k, v in step.args.items())
+        if step.seed.kind == "module":
+            ctor_args = []
+            for key, value in step.args.items():
+                if isinstance(value, int) and not isinstance(value, bool):
+                    param = key if key not in constants else f"{key}_{i}"
+                    constants[param] = value
+                    init_params.append(param)
+                    ctor_args.append(f"{key}={param}")
+                else:
+                    ctor_args.append(f"{key}={_literal(value)}")
+            cls = step.seed.target.replace("torch.nn.", "nn.")
+            init_lines.append(f"self.{attr} = {cls}({', '.join(ctor_args)})")
+            call = f"self.{attr}(x, {operand})" if operand else f"self.{attr}(x)"
+        else:
+            fn = (step.seed.target.replace("torch.nn.functional.", "F.")
+                  if step.seed.kind == "functional" else step.seed.target)
+            parts = ["x"] + ([operand] if operand else []) + ([extra] if extra else [])
+            call = f"{fn}({', '.join(parts)})"
+        forward_lines.append(f"x = {call}")
+    names = ", ".join(s.seed.name for s in chain.steps)
+    signature = ", ".join(["self", *init_params])
+    body_init = "".join(f"\n        {line}" for line in init_lines)
+    body_forward = "\n".join(f"        {line}" for line in forward_lines)
+    consts = "\n".join(f"{name} = {_literal(value)}" for name, value in constants.items())
+    dims = ", ".join(["batch_size", *chain.dims])
+    init_inputs = ", ".join(init_params)
+    return f'''import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """Applies {names} in sequence."""
+
+    def __init__({signature}):
+        super().__init__(){body_init}
+
+    def forward(self, x):
+{body_forward}
+        return x
+
+
+{consts}
+
+
+def get_inputs():
+    return [torch.randn({dims})]
+
+
+def get_init_inputs():
+    return [{init_inputs}]
+'''

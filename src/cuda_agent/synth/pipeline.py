@@ -1,0 +1,364 @@
+"""A synthesis run: compose candidates, filter them in worker processes, write the dataset.
+
+Everything a run learns goes to ``OUT/candidates.jsonl`` the moment it is known, one outcome per
+line, so a crash loses at most the candidates in flight; a rerun with the same ``OUT`` reads the
+log back and goes on where it stopped (same settings required, checked against ``OUT/run.json``).
+Each candidate's composition depends only on the run's seed and its index, so a resumed run makes
+the same candidates a straight run would have.
+
+Which kind of task to compose next (``torch#1`` ... ``torch#5``, ``transformers#1``) is chosen by
+deficit against the target mix (the paper's Table 3 by default), counting accepted and in-flight
+tasks, so the accepted dataset follows the mix even though the filters pass some kinds less often.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import SynthesisError
+from . import filters
+from .compose import ComposeSettings, OfflineComposer
+from .filters import FilterSettings
+from .probe import ProbeSettings, check_candidate, init_worker
+from .records import FILTERS, SEED_KINDS, Candidate, FilterResult, Outcome
+from .seeds import CrawlResult, crawl_seeds, load_catalogue, save_catalogue
+
+# The paper's Table 3: the share of each composition in CUDA-Agent-Ops-6K.
+PAPER_MIX = {"torch#1": 0.0340, "torch#2": 0.8377, "torch#3": 0.0762, "torch#4": 0.0280,
+             "torch#5": 0.0123, "transformers#1": 0.0118}
+LOG_NAME = "candidates.jsonl"
+COMPOSER_ERRORS = "composer_errors.jsonl"
+
+
+@dataclass
+class SynthOptions:
+    n: int                                       # accepted tasks wanted
+    out: Path
+    device: str = "cpu"                          # resolved: "cuda" or "cpu"
+    workers: int = 1
+    seed: int = 0
+    window_ms: tuple[float, float] = (1.0, 100.0)
+    max_tensor_bytes: int = 1 << 30
+    kernelbench: str | None = None
+    model: str | None = None                     # compose with this LLM instead of offline
+    provider: str = "openai"
+    base_url: str | None = None
+    mix: dict[str, float] = field(default_factory=lambda: dict(PAPER_MIX))
+    include_transformers: bool = True
+    timeout_s: float = 600.0                     # per candidate, every filter included
+    max_candidates: int | None = None            # give up after this many (default 50 x n)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The settings that change which tasks are made and accepted: a resumed run must match."""
+        return json.loads(json.dumps({"device": self.device, "seed": self.seed, "window_ms": list(self.window_ms),
+                "max_tensor_bytes": self.max_tensor_bytes, "kernelbench": self.kernelbench,
+                "model": self.model, "mix": self.mix, "include_transformers": self.include_transformers,
+                "filters": FilterSettings(window_ms=self.window_ms).to_dict()}))
+
+
+@dataclass
+class RunState:
+    """What the log says so far, kept current as outcomes arrive."""
+
+    outcomes: list[Outcome] = field(default_factory=list)
+    next_index: int = 0
+    composer_failures: int = 0
+    in_flight: dict[str, int] = field(default_factory=dict)   # category -> candidates in flight
+
+    @property
+    def accepted(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.accepted]
+
+    def accepted_by_category(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for o in self.accepted:
+            counts[o.candidate.data_source] = counts.get(o.candidate.data_source, 0) + 1
+        return counts
+
+
+def next_category(mix: dict[str, float], state: RunState) -> str:
+    """The category furthest below its share, counting accepted and in-flight tasks."""
+    counts = state.accepted_by_category()
+    total = sum(counts.values()) + sum(state.in_flight.values()) + 1
+    return max(mix, key=lambda c: (mix[c] * total - counts.get(c, 0) - state.in_flight.get(c, 0), mix[c]))
+
+
+def read_log(path: Path) -> RunState:
+    """Outcomes recorded by earlier runs; a line cut by a crash is skipped."""
+    state = RunState()
+    if not path.exists():
+        return state
+    with path.open() as fh:
+        for line in fh:
+            try:
+                outcome = Outcome.from_dict(json.loads(line))
+            except (ValueError, KeyError, TypeError):
+                continue
+            state.outcomes.append(outcome)
+            state.next_index = max(state.next_index, outcome.candidate.index + 1)
+    errors = path.parent / COMPOSER_ERRORS
+    if errors.exists():
+        for line in errors.read_text().splitlines():
+            try:
+                state.next_index = max(state.next_index, json.loads(line)["index"] + 1)
+                state.composer_failures += 1
+            except (ValueError, KeyError, TypeError):
+                continue
+    return state
+
+
+def _append(path: Path, record: dict[str, Any]) -> None:
+    with path.open("a") as fh:
+        fh.write(json.dumps(record) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def check_settings(out: Path, options: SynthOptions) -> None:
+    """Refuse to mix a run's log with tasks made under other settings."""
+    path = out / "run.json"
+    wanted = options.fingerprint()
+    if path.exists():
+        try:
+            recorded = json.loads(path.read_text()).get("settings")
+        except ValueError:
+            recorded = None
+        if recorded is not None and recorded != wanted:
+            changed = sorted(k for k in set(recorded) | set(wanted) if recorded.get(k) != wanted.get(k))
+            raise SynthesisError(
+                f"{out} holds a run made with other settings ({', '.join(changed)} differ). "
+                "Use the same options to resume it, or another --out for a new dataset.")
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"settings": wanted}, indent=1))
+
+
+def load_or_crawl_seeds(out: Path, include_transformers: bool,
+                        progress: Callable[[int, int], None] | None = None) -> CrawlResult:
+    path = out / "seeds.json"
+    if path.exists():
+        return load_catalogue(path)
+    result = crawl_seeds(include_transformers, progress)
+    save_catalogue(result, path)
+    return result
+
+
+class Synthesizer:
+    """One run. ``run()`` returns the final state; the dataset and card are written by ``finish``."""
+
+    def __init__(self, options: SynthOptions, catalogue: CrawlResult,
+                 on_progress: Callable[[RunState], None] | None = None):
+        if options.n < 1:
+            raise SynthesisError("-n must be at least 1 (the number of accepted tasks wanted)")
+        if not (0 < options.window_ms[0] < options.window_ms[1]):
+            raise SynthesisError(f"the workload window {options.window_ms} must be 0 < min < max (ms)")
+        self.options = options
+        self.catalogue = catalogue
+        self.on_progress = on_progress
+        self.composer = OfflineComposer(catalogue.seeds, ComposeSettings(options.window_ms, options.max_tensor_bytes))
+        self.stochastic = {s.name for s in catalogue.seeds if s.stochastic}
+        self.log = options.out / LOG_NAME
+        self.state = read_log(self.log)
+        from .similarity import DedupIndex
+
+        self.dedup = DedupIndex((o.candidate.code, _task_id(o.candidate.index)) for o in self.state.outcomes
+                                if any(f.name == "duplicate" and f.passed for f in o.filters))
+        self.llm = None
+        if options.model:
+            from .llm_compose import make_llm_composer
+
+            self.llm = make_llm_composer(options.model, options.provider, options.base_url,
+                                         window_ms=options.window_ms)
+
+    # -- composing ------------------------------------------------------------------------------
+    async def _compose(self, index: int, category: str) -> Candidate | None:
+        rng = random.Random(f"{self.options.seed}:{index}")
+        if self.llm is None or category.startswith("transformers"):
+            return self.composer.compose(index, category, rng)
+        from .llm_compose import CompositionError
+
+        n_ops = int(category.split("#")[1])
+        pool = self.composer.torch_seeds
+        seeds = rng.sample(pool, min(n_ops, len(pool)))
+        try:
+            return await self.llm.compose(seeds, index, ComposeSettings(self.options.window_ms).draw_target(rng))
+        except CompositionError as exc:
+            _append(self.options.out / COMPOSER_ERRORS, {"index": index, "category": category, "error": str(exc)})
+            self.state.composer_failures += 1
+            return None
+
+    def _static_filters(self, cand: Candidate) -> list[FilterResult]:
+        found = [filters.deterministic_ops(cand.code, cand.ops, self.stochastic)]
+        if found[-1].passed:
+            found.append(filters.duplicate(self.dedup.first_seen(cand.code)))
+            if found[-1].passed:
+                self.dedup.add(cand.code, _task_id(cand.index))
+        return found
+
+    # -- the run --------------------------------------------------------------------------------
+    def _done(self) -> bool:
+        limit = self.options.max_candidates or 50 * self.options.n
+        tried = len(self.state.outcomes) + self.state.composer_failures
+        return len(self.state.accepted) >= self.options.n or tried >= limit
+
+    async def _one(self, pool, probe_settings: dict[str, Any]) -> None:
+        index = self.state.next_index
+        self.state.next_index += 1
+        category = next_category(self.options.mix, self.state)
+        self.state.in_flight[category] = self.state.in_flight.get(category, 0) + 1
+        try:
+            cand = await self._compose(index, category)
+            if cand is None:
+                return
+            started = time.perf_counter()
+            found = self._static_filters(cand)
+            report: dict[str, Any] = {}
+            if all(f.passed for f in found):
+                future = pool.schedule(check_candidate, args=(cand.to_dict(), probe_settings),
+                                       timeout=self.options.timeout_s)
+                try:
+                    report = await asyncio.wrap_future(future)
+                except TimeoutError:
+                    report = {"filters": [filters.result("eager_runs", False, {"timeout_s": self.options.timeout_s},
+                                                         f"checks did not finish within {self.options.timeout_s:g} s").to_dict()]}
+                except Exception as exc:  # the worker process died (segfault, out of memory)
+                    report = {"filters": [filters.result("eager_runs", False, {"error": repr(exc)[:300]},
+                                                         f"the worker process failed: {exc!r}"[:300]).to_dict()]}
+                found += [FilterResult(**f) for f in report.get("filters", [])]
+            outcome = Outcome(
+                candidate=cand, filters=found,
+                accepted=[f.name for f in found] == list(FILTERS) and all(f.passed for f in found),
+                device=self.options.device, eager_ms=report.get("eager_ms"), compile_ms=report.get("compile_ms"),
+                max_similarity=report.get("max_similarity"), most_similar=report.get("most_similar"),
+                seconds=round(time.perf_counter() - started, 3))
+            if report.get("estimate") and cand.estimate_ms is None:
+                cand.estimate_ms = round(report["estimate"]["ms"], 4)
+            if outcome.accepted and len(self.state.accepted) >= self.options.n:
+                return  # enough already: a surplus task is not logged, so a resume stays exact
+            _append(self.log, outcome.to_dict())
+            self.state.outcomes.append(outcome)
+        finally:
+            self.state.in_flight[category] -= 1
+            if self.on_progress:
+                self.on_progress(self.state)
+
+    async def run_async(self) -> RunState:
+        from pebble import ProcessPool
+        import multiprocessing
+
+        options = self.options
+        cpus = os.cpu_count() or 1
+        probe = ProbeSettings(device=options.device, filters=FilterSettings(window_ms=options.window_ms),
+                              kernelbench=options.kernelbench, lock_dir=str(options.out),
+                              threads=max(1, cpus // max(1, options.workers))).to_dict()
+        if options.kernelbench:  # fail here, with a clear message, rather than in every worker
+            from ..bench.kernelbench import levels_root
+
+            levels_root(options.kernelbench)
+        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # workers compile side by side
+        pool = ProcessPool(max_workers=options.workers, max_tasks=100, initializer=init_worker,
+                           initargs=(probe,), context=multiprocessing.get_context("spawn"))
+        try:
+            running: set[asyncio.Task] = set()
+            slots = options.workers * 2 if self.llm is None else max(options.workers * 2, 8)
+            while not self._done() or running:
+                while not self._done() and len(running) < slots and \
+                        len(self.state.accepted) + sum(self.state.in_flight.values()) < options.n + slots:
+                    running.add(asyncio.ensure_future(self._one(pool, probe)))
+                if not running:
+                    break
+                finished, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for task in finished:
+                    task.result()  # a bug in the pipeline itself must not pass silently
+                if self._done():
+                    for task in running:
+                        task.cancel()
+                    await asyncio.gather(*running, return_exceptions=True)
+                    running = set()
+        finally:
+            pool.stop()
+            pool.join(timeout=30)
+            if self.llm is not None:
+                await self.llm.aclose()
+        return self.state
+
+    def run(self) -> RunState:
+        return asyncio.run(self.run_async())
+
+
+def _task_id(index: int) -> str:
+    return f"synth-{index:06d}"
+
+
+def finish(options: SynthOptions, state: RunState, catalogue: CrawlResult, elapsed_s: float | None = None) -> dict[str, Path]:
+    """Write the dataset (accepted tasks in index order) and its card; returns the paths."""
+    from .card import write_card
+    from .dataset import task_row, write_dataset
+
+    accepted = sorted(state.accepted, key=lambda o: o.candidate.index)[: options.n]
+    rows = [task_row(o, _task_id(o.candidate.index)) for o in accepted]
+    paths = write_dataset(rows, options.out)
+    fs = FilterSettings(window_ms=options.window_ms)
+    settings = {**options.fingerprint(), "n": options.n, "workers": options.workers,
+                "composer_failures": state.composer_failures, "similarity_threshold": fs.max_similarity,
+                "thresholds": {
+                    "kernelbench_similarity": (f"<= {fs.max_similarity}" if options.kernelbench
+                                               else "not checked (no --kernelbench)"),
+                    "deterministic_runs": f"rerun within rtol {fs.rerun_rtol:g}, atol {fs.rerun_atol:g}",
+                    "not_constant": f"spread > {fs.constant_rtol:g} x max|output|",
+                    "input_dependent": f"differs beyond atol {fs.atol:g}, rtol {fs.rtol:g}",
+                    "workload_window": (f"{options.window_ms[0]:g} to {options.window_ms[1]:g} ms eager, "
+                                        + ("measured on the GPU" if options.device == "cuda"
+                                           else "roofline estimate for an H100 (no GPU)")),
+                    "compile_matches": f"within atol {fs.atol:g}, rtol {fs.rtol:g}",
+                }}
+    if elapsed_s is not None:
+        settings["elapsed_s"] = round(elapsed_s, 1)
+    counts = catalogue.counts()
+    settings["seeds"] = {k: counts[k] for k in ("composable", "stochastic", "excluded")}
+    paths["card"] = write_card(options.out, state.outcomes, {k: counts[k] for k in SEED_KINDS}, settings)
+    return paths
+
+
+def run_synthesis(options: SynthOptions, console=None, seeds_only: bool = False) -> tuple[RunState | None, CrawlResult, dict[str, Path]]:
+    """The whole job with progress bars: crawl (or reuse) seeds, synthesise, write dataset and card."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    options.out.mkdir(parents=True, exist_ok=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("{task.fields[info]}"))
+    with Progress(*columns, console=console, transient=False) as bars:
+        crawl = bars.add_task("crawling seeds", total=None, info="")
+        catalogue = load_or_crawl_seeds(options.out, options.include_transformers,
+                                        lambda done, total: bars.update(crawl, completed=done, total=total))
+        counts = catalogue.counts()
+        bars.update(crawl, total=1, completed=1,
+                    info=f"{counts['total']} seeds ({counts['composable']} composable, {counts['stochastic']} stochastic)")
+        if seeds_only:
+            return None, catalogue, {"seeds": options.out / "seeds.json"}
+        check_settings(options.out, options)
+        bar = bars.add_task("accepted tasks", total=options.n, info="")
+        started = time.perf_counter()
+
+        def show(state: RunState) -> None:
+            tried = len(state.outcomes)
+            accepted = len(state.accepted)
+            hours = max(time.perf_counter() - started, 1e-9) / 3600
+            bars.update(bar, completed=min(accepted, options.n),
+                        info=f"{tried} candidates, {accepted / max(tried, 1):.0%} accepted, "
+                             f"{accepted / hours:,.0f}/h")
+
+        synth = Synthesizer(options, catalogue, on_progress=show)
+        show(synth.state)
+        state = synth.run()
+        elapsed = time.perf_counter() - started
+    if len(state.accepted) < options.n and console is not None:
+        console.print(f"[yellow]only {len(state.accepted)} of {options.n} tasks accepted after "
+                      f"{len(state.outcomes)} candidates; see the rejection reasons in the card[/yellow]")
+    return state, catalogue, finish(options, state, catalogue, elapsed)
