@@ -114,6 +114,15 @@ def read_log(path: Path) -> RunState:
     return state
 
 
+def _end_cut_line(path: Path) -> None:
+    """A crash can leave the log's last line half written: end it, so new lines stay whole."""
+    if path.exists() and path.stat().st_size:
+        with path.open("rb+") as fh:
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) != b"\n":
+                fh.write(b"\n")
+
+
 def _append(path: Path, record: dict[str, Any]) -> None:
     with path.open("a") as fh:
         fh.write(json.dumps(record) + "\n")
@@ -164,6 +173,8 @@ class Synthesizer:
         self.composer = OfflineComposer(catalogue.seeds, ComposeSettings(options.window_ms, options.max_tensor_bytes))
         self.stochastic = {s.name for s in catalogue.seeds if s.stochastic}
         self.log = options.out / LOG_NAME
+        _end_cut_line(self.log)
+        _end_cut_line(options.out / COMPOSER_ERRORS)
         self.state = read_log(self.log)
         from .similarity import DedupIndex
 

@@ -40,7 +40,7 @@ ARG_BY_NAME: dict[str, Any] = {
     "in_features": "$last", "normalized_shape": "$last_list", "d_model": "$last", "embed_dim": "$last",
     "out_channels": "$width", "out_features": "$width",
     "num_groups": "$groups", "nhead": "$heads", "num_heads": "$heads", "groups": 2,
-    "kernel_size": 3, "output_size": 4, "padding": 2, "pad": (1, 1), "size": 5,
+    "kernel_size": 3, "output_size": 4, "padding": 2, "pad": [1, 1], "size": 5,
     "upscale_factor": 2, "downscale_factor": 2, "scale_factor": 2,
     "threshold": 0.1, "value": 0.5, "lambd": 0.5, "dim": 1,
 }
