@@ -14,7 +14,7 @@ OUT=${OUT:-gpu-results}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export CUDA_AGENT_CACHE=${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}
-parts=${*:-tests examples demo fidelity bench guards agent kernelbench throughput}
+parts=${*:-tests examples demo fidelity bench guards agent kernelbench throughput synth}
 status=0
 
 {
@@ -72,6 +72,15 @@ PY
         --levels 1,2 --problems "${KB_PROBLEMS_L1:-1:12,40,88}" --problems "${KB_PROBLEMS_L2:-2:12,63,76,86}" \
         --copies "${COPIES:-3}" --device cuda --cache-dir "$CUDA_AGENT_CACHE" --json "$OUT/bench_throughput.json" 2>&1 \
         | tee "$OUT/bench_throughput.txt" || status=1 ;;
+    synth)
+      # A time-boxed, resumable synthesis run: call again (same SYNTH_RUN) to go on where it
+      # stopped. The run folder comes back as synth-run.tgz.
+      run=${SYNTH_RUN:-.synth-run}
+      python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" tests/synth 2>&1 | tee "$OUT/synth-tests.log" || status=1
+      python3 benchmarks/bench_synth.py --out "$run" -n "${SYNTH_N:-600}" --device cuda \
+        --kernelbench "${KERNELBENCH:-.kernelbench}" --workers "${SYNTH_WORKERS:-6}" \
+        --max-minutes "${SYNTH_MINUTES:-8}" --json "$OUT/bench_synth.json" 2>&1 | tee "$OUT/synth.txt" || status=1
+      tar -czf "$OUT/synth-run.tgz" -C "$run" . ;;
     *) echo "unknown part: $part" >&2; status=2 ;;
   esac
 done

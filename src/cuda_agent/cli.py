@@ -297,12 +297,13 @@ def synth(
     provider: str = typer.Option("openai", "--provider", help="With --model: openai or anthropic."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="With --model: an OpenAI-compatible server."),
     kernelbench: Optional[Path] = typer.Option(None, "--kernelbench", help="A KernelBench checkout to decontaminate against (AST similarity <= 0.9)."),
-    workers: Optional[int] = typer.Option(None, "--workers", "-j", help="Worker processes (default: cores, at most 12, on a GPU; cores / 2 on the CPU)."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-j", help="Worker processes (default: cores, at most 6, on a GPU; cores / 2 on the CPU)."),
     window_ms: str = typer.Option("1,100", "--window-ms", help="Eager-time window in ms on the target GPU, MIN,MAX (the paper: 1,100)."),
     max_tensor_gb: float = typer.Option(1.0, "--max-tensor-gb", help="No tensor of a composed task grows past this."),
     seed: int = typer.Option(0, "--seed", help="Seed of the composition sequence."),
     no_transformers: bool = typer.Option(False, "--no-transformers", help="Leave transformers building blocks out."),
     timeout_s: float = typer.Option(600.0, "--timeout", help="Seconds allowed for one candidate's checks."),
+    max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Stop after this long, write what was accepted; rerun to go on."),
     seeds_only: bool = typer.Option(False, "--seeds-only", help="Crawl the seed operators, write OUT/seeds.json and stop."),
     device: Optional[str] = DeviceOpt,
 ) -> None:
@@ -320,10 +321,11 @@ def synth(
     cpus = os.cpu_count() or 1
     options = SynthOptions(
         n=n, out=out_dir, device=backend,
-        workers=workers or (min(cpus, 12) if backend == "cuda" else max(1, cpus // 2)),
+        workers=workers or (min(cpus, 6) if backend == "cuda" else max(1, cpus // 2)),
         seed=seed, window_ms=(low, high), max_tensor_bytes=int(max_tensor_gb * 2**30),
         kernelbench=str(kernelbench.resolve()) if kernelbench else None, model=model, provider=provider,
-        base_url=base_url, include_transformers=not no_transformers, timeout_s=timeout_s)
+        base_url=base_url, include_transformers=not no_transformers, timeout_s=timeout_s,
+        max_minutes=max_minutes)
     state, catalogue, written = run_synthesis(options, console=err, seeds_only=seeds_only)
     counts = catalogue.counts()
     out.print("seeds: " + ", ".join(f"{k} {v}" for k, v in counts.items()))

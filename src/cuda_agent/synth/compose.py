@@ -43,7 +43,8 @@ SIZE_CHOICES = {
     "depth": (8, 16, 32),
 }
 BASE_BATCH = 8
-HEAVY_FIRST = 0.6        # chance that a multi-op chain starts with a weighted op (conv, linear)
+HEAVY_FIRST = 0.6        # chance that a task starts with a weighted op (conv, linear): light ops
+                         # alone rarely reach the window within the memory bound
 DRAWS_PER_STEP = 25      # seeds tried before a step gives up
 
 
@@ -128,9 +129,9 @@ class OfflineComposer:
 
     def __init__(self, seeds: list[Seed], settings: ComposeSettings | None = None):
         self.settings = settings or ComposeSettings()
-        usable = [s for s in seeds if not s.stochastic and s.composable]
-        self.torch_seeds = [s for s in usable if s.kind != "transformers"]
-        self.hf_seeds = [s for s in usable if s.kind == "transformers"]
+        self.torch_seeds = [s for s in seeds if not s.stochastic and s.composable and s.kind != "transformers"]
+        # transformers blocks stand alone (the paper's rule), so they need no shape inference
+        self.hf_seeds = [s for s in seeds if not s.stochastic and s.kind == "transformers"]
         self.by_rank = {r: [s for s in self.torch_seeds if r in s.ranks] for r in LAYOUTS}
 
     # -- torch chains ---------------------------------------------------------------------------
@@ -168,7 +169,7 @@ class OfflineComposer:
                 return None
             heavy = [s for s in pool if s.heavy]
             for _ in range(DRAWS_PER_STEP):
-                prefer_heavy = position == 0 and n_ops > 1 and heavy and rng.random() < HEAVY_FIRST
+                prefer_heavy = position == 0 and heavy and rng.random() < HEAVY_FIRST
                 seed = rng.choice(heavy if prefer_heavy else pool)
                 if seed.name in {s.seed.name for s in chain.steps}:
                     continue  # one use of each operator per task, as the paper's stacks
@@ -192,14 +193,17 @@ class OfflineComposer:
             if chain is None:
                 continue
             target = self.settings.draw_target(rng)
-            fitted = fit_batch(lambda b: estimate_chain(chain, b, self.settings.profile), target,
-                               self.settings.max_tensor_bytes, base=BASE_BATCH)
-            if fitted is None:
+            try:
+                fitted = fit_batch(lambda b: estimate_chain(chain, b, self.settings.profile), target,
+                                   self.settings.max_tensor_bytes, base=BASE_BATCH)
+                if fitted is None:
+                    continue
+                batch, estimate = fitted
+                out, _ = run_chain(chain, batch)
+            except Exception:  # the chain fits the base batch only (a transpose moved the batch dim)
                 continue
-            batch, estimate = fitted
             if estimate.ms < self.settings.window_ms[0] * 1.2 or estimate.ms > self.settings.window_ms[1] / 1.2:
                 continue  # cannot be sized into the window (memory-bound below it, or too heavy)
-            out, _ = run_chain(chain, batch)
             return Candidate(
                 index=index, code=render_chain(chain, batch), ops=[s.seed.name for s in chain.steps],
                 data_source=f"torch#{n_ops}", composer="offline",

@@ -4,7 +4,7 @@ Everything a run learns goes to ``OUT/candidates.jsonl`` the moment it is known,
 line, so a crash loses at most the candidates in flight; a rerun with the same ``OUT`` reads the
 log back and goes on where it stopped (same settings required, checked against ``OUT/run.json``).
 Each candidate's composition depends only on the run's seed and its index, so a resumed run makes
-the same candidates a straight run would have.
+the same candidate for the same index and kind as a straight run.
 
 Which kind of task to compose next (``torch#1`` ... ``torch#5``, ``transformers#1``) is chosen by
 deficit against the target mix (the paper's Table 3 by default), counting accepted and in-flight
@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from pebble import ProcessExpired
+
 from ..errors import SynthesisError
 from . import filters
 from .compose import ComposeSettings, OfflineComposer
@@ -35,6 +37,7 @@ PAPER_MIX = {"torch#1": 0.0340, "torch#2": 0.8377, "torch#3": 0.0762, "torch#4":
              "torch#5": 0.0123, "transformers#1": 0.0118}
 LOG_NAME = "candidates.jsonl"
 COMPOSER_ERRORS = "composer_errors.jsonl"
+SESSIONS = "sessions.jsonl"                      # one line per invocation: how long, how much it made
 
 
 @dataclass
@@ -54,6 +57,7 @@ class SynthOptions:
     include_transformers: bool = True
     timeout_s: float = 600.0                     # per candidate, every filter included
     max_candidates: int | None = None            # give up after this many (default 50 x n)
+    max_minutes: float | None = None             # stop starting candidates after this long
 
     def fingerprint(self) -> dict[str, Any]:
         """The settings that change which tasks are made and accepted: a resumed run must match."""
@@ -83,11 +87,17 @@ class RunState:
         return counts
 
 
-def next_category(mix: dict[str, float], state: RunState) -> str:
-    """The category furthest below its share, counting accepted and in-flight tasks."""
+def categories_by_deficit(mix: dict[str, float], state: RunState) -> list[str]:
+    """Categories from furthest below their share to furthest above, counting accepted and
+    in-flight tasks."""
     counts = state.accepted_by_category()
     total = sum(counts.values()) + sum(state.in_flight.values()) + 1
-    return max(mix, key=lambda c: (mix[c] * total - counts.get(c, 0) - state.in_flight.get(c, 0), mix[c]))
+    return sorted(mix, key=lambda c: (mix[c] * total - counts.get(c, 0) - state.in_flight.get(c, 0), mix[c]),
+                  reverse=True)
+
+
+def next_category(mix: dict[str, float], state: RunState) -> str:
+    return categories_by_deficit(mix, state)[0]
 
 
 def read_log(path: Path) -> RunState:
@@ -172,6 +182,7 @@ class Synthesizer:
         self.on_progress = on_progress
         self.composer = OfflineComposer(catalogue.seeds, ComposeSettings(options.window_ms, options.max_tensor_bytes))
         self.stochastic = {s.name for s in catalogue.seeds if s.stochastic}
+        self.deadline = (time.monotonic() + options.max_minutes * 60) if options.max_minutes else None
         self.log = options.out / LOG_NAME
         _end_cut_line(self.log)
         _end_cut_line(options.out / COMPOSER_ERRORS)
@@ -191,7 +202,15 @@ class Synthesizer:
     async def _compose(self, index: int, category: str) -> Candidate | None:
         rng = random.Random(f"{self.options.seed}:{index}")
         if self.llm is None or category.startswith("transformers"):
-            return self.composer.compose(index, category, rng)
+            candidate = self.composer.compose(index, category, rng)
+            if candidate is None:  # no chain of this kind could be sized into the window
+                self._composer_failed(index, category, "no candidate of this kind fits the window and memory bound")
+                for other in categories_by_deficit(self.options.mix, self.state)[1:]:
+                    # Rather than insist on a kind that cannot be made, make the next most wanted.
+                    candidate = self.composer.compose(index, other, rng)
+                    if candidate is not None:
+                        break
+            return candidate
         from .llm_compose import CompositionError
 
         n_ops = int(category.split("#")[1])
@@ -200,9 +219,12 @@ class Synthesizer:
         try:
             return await self.llm.compose(seeds, index, ComposeSettings(self.options.window_ms).draw_target(rng))
         except CompositionError as exc:
-            _append(self.options.out / COMPOSER_ERRORS, {"index": index, "category": category, "error": str(exc)})
-            self.state.composer_failures += 1
+            self._composer_failed(index, category, str(exc))
             return None
+
+    def _composer_failed(self, index: int, category: str, why: str) -> None:
+        _append(self.options.out / COMPOSER_ERRORS, {"index": index, "category": category, "error": why})
+        self.state.composer_failures += 1
 
     def _static_filters(self, cand: Candidate) -> list[FilterResult]:
         found = [filters.deterministic_ops(cand.code, cand.ops, self.stochastic)]
@@ -216,7 +238,8 @@ class Synthesizer:
     def _done(self) -> bool:
         limit = self.options.max_candidates or 50 * self.options.n
         tried = len(self.state.outcomes) + self.state.composer_failures
-        return len(self.state.accepted) >= self.options.n or tried >= limit
+        late = self.deadline is not None and time.monotonic() > self.deadline
+        return len(self.state.accepted) >= self.options.n or tried >= limit or late
 
     async def _one(self, pool, probe_settings: dict[str, Any]) -> None:
         index = self.state.next_index
@@ -238,9 +261,9 @@ class Synthesizer:
                 except TimeoutError:
                     report = {"filters": [filters.result("eager_runs", False, {"timeout_s": self.options.timeout_s},
                                                          f"checks did not finish within {self.options.timeout_s:g} s").to_dict()]}
-                except Exception as exc:  # the worker process died (segfault, out of memory)
-                    report = {"filters": [filters.result("eager_runs", False, {"error": repr(exc)[:300]},
-                                                         f"the worker process failed: {exc!r}"[:300]).to_dict()]}
+                except ProcessExpired as exc:  # the worker died: a segfault, or killed for memory
+                    report = {"filters": [filters.result("eager_runs", False, {"error": str(exc)[:300]},
+                                                         f"the worker process died: {exc}"[:300]).to_dict()]}
                 found += [FilterResult(**f) for f in report.get("filters", [])]
             outcome = Outcome(
                 candidate=cand, filters=found,
@@ -260,14 +283,16 @@ class Synthesizer:
                 self.on_progress(self.state)
 
     async def run_async(self) -> RunState:
-        from pebble import ProcessPool
         import multiprocessing
+
+        from pebble import ProcessPool
 
         options = self.options
         cpus = os.cpu_count() or 1
         probe = ProbeSettings(device=options.device, filters=FilterSettings(window_ms=options.window_ms),
                               kernelbench=options.kernelbench, lock_dir=str(options.out),
-                              threads=max(1, cpus // max(1, options.workers))).to_dict()
+                              threads=max(1, cpus // max(1, options.workers)),
+                              memory_fraction=0.9 / options.workers if options.device == "cuda" else None).to_dict()
         if options.kernelbench:  # fail here, with a clear message, rather than in every worker
             from ..bench.kernelbench import levels_root
 
@@ -294,7 +319,14 @@ class Synthesizer:
                     running = set()
         finally:
             pool.stop()
-            pool.join(timeout=30)
+            try:
+                pool.join(timeout=10)
+            except TimeoutError:
+                pass
+            # A worker deep in a long GPU call may outlive the pool's stop; left alone it would
+            # keep the interpreter from exiting (multiprocessing joins its children at exit).
+            for child in multiprocessing.active_children():
+                child.kill()
             if self.llm is not None:
                 await self.llm.aclose()
         return self.state
@@ -367,8 +399,13 @@ def run_synthesis(options: SynthOptions, console=None, seeds_only: bool = False)
 
         synth = Synthesizer(options, catalogue, on_progress=show)
         show(synth.state)
+        before = (len(synth.state.outcomes), len(synth.state.accepted))
         state = synth.run()
         elapsed = time.perf_counter() - started
+    _append(options.out / SESSIONS, {
+        "started": time.time() - elapsed, "seconds": round(elapsed, 2), "workers": options.workers,
+        "device": options.device, "candidates": len(state.outcomes) - before[0],
+        "accepted": len(state.accepted) - before[1]})
     if len(state.accepted) < options.n and console is not None:
         console.print(f"[yellow]only {len(state.accepted)} of {options.n} tasks accepted after "
                       f"{len(state.outcomes)} candidates; see the rejection reasons in the card[/yellow]")

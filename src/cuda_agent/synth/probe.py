@@ -14,6 +14,7 @@ meta device; the CPU time is recorded beside it but says nothing about a GPU.
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
 import statistics
@@ -43,10 +44,11 @@ class ProbeSettings:
     kernelbench: str | None = None           # a KernelBench checkout to decontaminate against
     lock_dir: str | None = None              # where the per-device timing lock lives
     profile: str = "h100"                    # the estimate's target GPU when there is none
-    warmup: int = 2
-    max_reps: int = 20
-    timing_budget_s: float = 1.0             # stop repeating a timed call after this long
+    warmup: int = 1
+    max_reps: int = 10                       # the window is coarse (1 to 100 ms): a few calls do
+    timing_budget_s: float = 0.5             # stop repeating a timed call after this long
     threads: int = 1                         # CPU threads per worker
+    memory_fraction: float | None = None     # each worker's hard share of GPU memory
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -68,8 +70,13 @@ def init_worker(settings: dict[str, Any]) -> None:
     """Once per worker process: threads, and the KernelBench index (parsed once, reused)."""
     probe = ProbeSettings.from_dict(settings)
     torch.set_num_threads(max(1, probe.threads))
+    if probe.device == "cuda" and probe.memory_fraction:
+        # Workers share one GPU: a hard share per worker makes "out of memory" a property of the
+        # task (it needs more than its share), not of what the other workers happen to hold.
+        torch.cuda.set_per_process_memory_fraction(probe.memory_fraction)
     warnings.simplefilter("ignore")
     _STATE["tmp"] = tempfile.mkdtemp(prefix="synth-task-")
+    _STATE["memory_fraction"] = probe.memory_fraction
     if probe.kernelbench:
         from .similarity import KernelBenchIndex
 
@@ -99,8 +106,11 @@ def _outputs(value: Any) -> list[torch.Tensor]:
 
 
 def _inputs(module, seed: int, device: str) -> list:
+    # Made on the device itself: drawing a gigabyte of randn on one CPU thread takes seconds,
+    # and was most of a candidate's check time on a GPU machine.
     torch.manual_seed(seed)
-    values = module.get_inputs()
+    with torch.device(device):
+        values = module.get_inputs()
     return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
 
 
@@ -161,7 +171,28 @@ def _error(exc: BaseException) -> str:
 
 
 def check_candidate(candidate: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
-    """Every execution filter, in order, until one fails. Returns JSON-able measurements."""
+    """Every execution filter, in order, until one fails. Returns JSON-able measurements.
+
+    Whatever the task does, its tensors and compiled graphs are released before the next one.
+    """
+    try:
+        return _check(candidate, settings)
+    finally:
+        torch._dynamo.reset()
+        gc.collect()
+        if torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
+
+
+def _stage_error(name: str, what: str, exc: BaseException) -> FilterResult:
+    detail = _error(exc)
+    if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in detail:
+        share = torch.cuda.get_device_properties(0).total_memory * (_STATE.get("memory_fraction") or 1) / 2**30
+        detail += f" (each worker may use {share:.1f} GiB of GPU memory)"
+    return filters.result(name, False, {"error": detail}, f"{what} failed: {detail}")
+
+
+def _check(candidate: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     probe = ProbeSettings.from_dict(settings)
     cand = Candidate.from_dict(candidate)
     started = time.perf_counter()
@@ -190,65 +221,77 @@ def check_candidate(candidate: dict[str, Any], settings: dict[str, Any]) -> dict
     try:
         module = _load(cand.code, cand.index)
         torch.manual_seed(INIT_SEED)
-        model = module.Model(*module.get_init_inputs()).to(device)
+        with torch.device(device):  # weights initialised where they live, for the same reason
+            model = module.Model(*module.get_init_inputs()).to(device)
         inputs = _inputs(module, INPUT_SEED, device)
         with torch.no_grad():
             first = _outputs(model(*inputs))
         _sync(device)
     except Exception as exc:  # the task's own failure: reported, never raised
-        keep(filters.result("eager_runs", False, {"error": _error(exc)}, f"eager run failed: {_error(exc)}"))
+        keep(_stage_error("eager_runs", "eager run", exc))
         return done()
     keep(filters.result("eager_runs", True, {"output_shapes": [list(t.shape) for t in first]}))
     report["output_shapes"] = [list(t.shape) for t in first]
     report["estimate"] = estimate_task(module, probe.profile)
 
-    with torch.no_grad():
-        if not keep(filters.finite(first)):
-            return done()
-        torch.manual_seed(RERUN_SEED)
-        rerun = _outputs(model(*inputs))
-        if not keep(filters.deterministic_runs(first, rerun, probe.filters)):
-            return done()
-        del rerun
-        if not keep(filters.not_constant(first, probe.filters)):
-            return done()
-        other = _outputs(model(*_inputs(module, OTHER_INPUT_SEED, device)))
-        if not keep(filters.input_dependent(first, other, probe.filters)):
-            return done()
-        del other
-
-        with _timing_lock(probe):
-            eager_ms = time_call(model, inputs, probe)
-        report["eager_ms"] = round(eager_ms, 4)
-        if device == "cuda":
-            window = filters.workload_window(eager_ms, "measured", probe.filters)
-        elif report["estimate"] is None:
-            window = filters.result("workload_window", False, {"cpu_ms": eager_ms},
-                                    "no GPU, and the task cannot be built on the meta device to estimate its GPU time")
-        else:
-            window = filters.workload_window(report["estimate"]["ms"], "estimate", probe.filters)
-            window.measurement["cpu_ms"] = round(eager_ms, 4)
-        if not keep(window):
-            return done()
-
-        try:
-            torch._dynamo.reset()
-            compile_started = time.perf_counter()
-            compiled_model = torch.compile(model)
-            compiled = _outputs(compiled_model(*inputs))
-            _sync(device)
-            compile_s = time.perf_counter() - compile_started
-        except Exception as exc:
-            keep(filters.result("compile_matches", False, {"error": _error(exc)},
-                                f"torch.compile failed: {_error(exc)}"))
-            return done()
-        matched = filters.compile_matches(first, compiled, probe.filters)
-        matched.measurement["compile_s"] = round(compile_s, 2)
-        if keep(matched):
+    stage = "finite"
+    try:
+        with torch.no_grad():
+            if not keep(filters.finite(first)):
+                return done()
+            stage = "deterministic_runs"
+            torch.manual_seed(RERUN_SEED)
+            rerun = _outputs(model(*inputs))
+            if not keep(filters.deterministic_runs(first, rerun, probe.filters)):
+                return done()
+            del rerun
+            if not keep(filters.not_constant(first, probe.filters)):
+                return done()
+            stage = "input_dependent"
+            # Only the first output stays: the inputs are dropped for the second run and drawn
+            # again from their seed after it, so two input sets never share the device's memory.
+            del inputs
+            if device == "cuda":
+                torch.cuda.empty_cache()
+            other = _outputs(model(*_inputs(module, OTHER_INPUT_SEED, device)))
+            if not keep(filters.input_dependent(first, other, probe.filters)):
+                return done()
+            del other
+            inputs = _inputs(module, INPUT_SEED, device)
+            stage = "workload_window"
             with _timing_lock(probe):
-                report["compile_ms"] = round(time_call(compiled_model, inputs, probe), 4)
-    del model, inputs, first
-    torch._dynamo.reset()
-    if device == "cuda":
-        torch.cuda.empty_cache()
+                eager_ms = time_call(model, inputs, probe)
+            report["eager_ms"] = round(eager_ms, 4)
+            if device == "cuda":
+                window = filters.workload_window(eager_ms, "measured", probe.filters)
+            elif report["estimate"] is None:
+                window = filters.result("workload_window", False, {"cpu_ms": eager_ms},
+                                        "no GPU, and the task cannot be built on the meta device to estimate its GPU time")
+            else:
+                window = filters.workload_window(report["estimate"]["ms"], "estimate", probe.filters)
+                window.measurement["cpu_ms"] = round(eager_ms, 4)
+            if not keep(window):
+                return done()
+
+            stage = "compile_matches"
+            try:
+                torch._dynamo.reset()
+                compile_started = time.perf_counter()
+                compiled_model = torch.compile(model)
+                compiled = _outputs(compiled_model(*inputs))
+                _sync(device)
+                compile_s = time.perf_counter() - compile_started
+            except Exception as exc:
+                keep(_stage_error("compile_matches", "torch.compile", exc))
+                return done()
+            matched = filters.compile_matches(first, compiled, probe.filters)
+            matched.measurement["compile_s"] = round(compile_s, 2)
+            if keep(matched):
+                with _timing_lock(probe):
+                    report["compile_ms"] = round(time_call(compiled_model, inputs, probe), 4)
+    except Exception as exc:  # a later stage ran out of memory or broke: that stage fails
+        if found and found[-1].name == stage:
+            found.pop()  # e.g. compiled outputs matched, then timing them ran out of memory
+        keep(_stage_error(stage, stage.replace("_", " "), exc))
+        return done()
     return done()
