@@ -348,7 +348,10 @@ def finish(options: SynthOptions, state: RunState, catalogue: CrawlResult, elaps
     rows = [task_row(o, _task_id(o.candidate.index)) for o in accepted]
     paths = write_dataset(rows, options.out)
     fs = FilterSettings(window_ms=options.window_ms)
-    settings = {**options.fingerprint(), "n": options.n, "workers": options.workers,
+    settings = {**options.fingerprint(), "n": options.n,
+                # a published card names the checkout's folder, not where it sat on this machine
+                "kernelbench": Path(options.kernelbench).name if options.kernelbench else None,
+                "workers": options.workers,
                 "composer_failures": state.composer_failures, "similarity_threshold": fs.max_similarity,
                 "thresholds": {
                     "kernelbench_similarity": (f"<= {fs.max_similarity}" if options.kernelbench
