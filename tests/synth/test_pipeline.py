@@ -130,3 +130,89 @@ def test_cli_builds_a_dataset(tmp_path, catalogue):
     bad = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "synth", "-n", "2", "--out", str(out),
                           "--window-ms", "fast"], capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0 and "MIN,MAX" in bad.stderr
+
+
+LLM_TASK = '''import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        x = F.gelu(x)
+        return torch.cumsum(x, dim=-1)
+
+
+batch_size = {batch}
+features = 64
+
+
+def get_inputs():
+    return [torch.randn(batch_size, features)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.slow
+def test_llm_composed_tasks_go_through_the_same_filters(tmp_path, catalogue, monkeypatch):
+    from agent.servers import OpenAIServer, Reply
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    seeds = [s for s in catalogue.seeds if s.name in ("F.gelu", "torch.cumsum")]
+    two_ops = type(catalogue)(seeds=seeds, excluded=[])
+    out = tmp_path / "llm"
+    save_catalogue(two_ops, out / "seeds.json")
+
+    def reply(messages, index):  # one program per request, each with its own batch size
+        return Reply("```python\n" + LLM_TASK.format(batch=16 + index) + "```")
+
+    with OpenAIServer(reply) as server:
+        opts = options(out, 2, model="scripted-model", base_url=server.url, mix={"torch#2": 1.0},
+                       kernelbench=None, window_ms=(1e-4, 10.0))
+        state, _, _ = run_synthesis(opts)
+        prompts = [str(c) for c in server.conversations]
+    assert len(state.accepted) == 2
+    assert all(o.candidate.composer == "llm:scripted-model" for o in state.outcomes)
+    assert all(sorted(o.candidate.ops) == ["F.gelu", "torch.cumsum"] for o in state.accepted)
+    assert all([f.name for f in o.filters] == list(FILTERS) for o in state.accepted)
+    assert "F.gelu" in prompts[0] and "torch.cumsum" in prompts[0]
+
+
+def test_kinds_that_cannot_be_made_leave_the_mix(tmp_path, catalogue):
+    synth = Synthesizer(options(seeded(tmp_path / "ds", catalogue), 2), catalogue)  # no transformers seeds
+    assert "transformers#1" not in synth.mix
+    assert abs(sum(synth.mix.values()) - 1.0) < 1e-9
+    assert synth.mix["torch#2"] > PAPER_MIX["torch#2"]
+
+
+def test_a_bad_kernelbench_path_is_refused_before_anything_is_recorded(tmp_path, catalogue):
+    out = seeded(tmp_path / "ds", catalogue)
+    with pytest.raises(Exception, match="does not exist"):
+        run_synthesis(options(out, 1, kernelbench=str(tmp_path / "missing")))
+    assert not (out / "run.json").exists()  # the corrected command can still use this folder
+
+
+@pytest.mark.slow
+def test_a_hanging_candidate_is_recorded_as_a_worker_failure(tmp_path, catalogue, monkeypatch):
+    from agent.servers import OpenAIServer, Reply
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    seeds = [s for s in catalogue.seeds if s.name in ("F.gelu", "torch.cumsum")]
+    out = tmp_path / "hang"
+    save_catalogue(type(catalogue)(seeds=seeds, excluded=[]), out / "seeds.json")
+    hanging = LLM_TASK.format(batch=16).replace("        x = F.gelu(x)\n",
+                                                "        x = F.gelu(x)\n        while True:\n            x = x\n")
+    with OpenAIServer(lambda messages, index: Reply("```python\n" + hanging + "```")) as server:
+        opts = options(out, 1, model="scripted-model", base_url=server.url, mix={"torch#2": 1.0},
+                       kernelbench=None, window_ms=(1e-4, 10.0), timeout_s=5.0, max_candidates=1)
+        state, _, _ = run_synthesis(opts)
+    (outcome,) = state.outcomes
+    assert not outcome.accepted and outcome.rejected_by == "worker"
+    assert "did not finish within 5 s" in outcome.filters[-1].reason
+    assert [f.name for f in outcome.filters] == ["deterministic_ops", "duplicate", "worker"]

@@ -61,7 +61,7 @@ COLUMN_DESCRIPTIONS = {
     "n_ops": "number of operators (length of ops)",
     "composer": '"offline" or "llm:<model>": what composed the task',
     "eager_ms": "median eager time on the run's device, ms (null if not measured)",
-    "compile_ms": "median torch.compile time on the run's device, ms (null if not measured)",
+    "compile_ms": "median time of the torch.compile-d model on the run's device, ms (null if not measured)",
     "estimate_ms": "roofline estimate of the eager time on the target GPU, ms (null if not sized)",
     "input_shapes": "shapes of the tensors get_inputs() returns",
     "output_shape": "shape of the output (null if not a single tensor or not known)",

@@ -3,9 +3,9 @@
 The paper's rules (runs in eager and under torch.compile, no inherent randomness, outputs neither
 constant nor indistinguishable across inputs, eager time between 1 and 100 ms), plus no NaN/Inf,
 decontamination against KernelBench and deduplication. Thresholds live in FilterSettings so a run
-records exactly what it applied. "Indistinguishable" uses the judge's own tolerance: if two
-different inputs give outputs the judge would accept for each other, a policy could return one
-fixed output and pass, which is what the rule is there to prevent.
+records exactly what it applied. "Indistinguishable" uses the judge's own comparison (its
+tolerance and its L2-norm bound): if two different inputs give outputs the judge would accept for
+each other, a policy could return one fixed output and pass, which is what the rule prevents.
 """
 
 from __future__ import annotations
@@ -128,37 +128,27 @@ def not_constant(outputs: list, settings: FilterSettings) -> FilterResult:
                   "every output holds one value everywhere")
 
 
+def _judge_accepts(candidate: list, reference: list, settings: FilterSettings):
+    """The judge's own comparison (elementwise tolerance and its L2-norm bound)."""
+    from ..judge.correctness import compare_outputs
+
+    return compare_outputs(tuple(candidate), tuple(reference), 0, settings.atol, settings.rtol)
+
+
 def input_dependent(first: list, other_inputs: list, settings: FilterSettings) -> FilterResult:
-    """Outputs for different inputs must differ beyond the judge's tolerance somewhere, or one
-    fixed output would pass the judge's checks."""
-    import torch
-
-    def within(a, b) -> bool:
-        return a.shape == b.shape and bool(torch.allclose(b, a, rtol=settings.rtol, atol=settings.atol))
-
-    outside = []
-    for a, b in zip(first, other_inputs):
-        if a.shape != b.shape:
-            outside.append(1.0)
-            continue
-        tol = settings.atol + settings.rtol * a.double().abs()
-        outside.append(float(((a.double() - b.double()).abs() > tol).double().mean()) if a.numel() else 0.0)
-    distinguishable = not all(within(a, b) for a, b in zip(first, other_inputs))
-    return result("input_dependent", distinguishable,
-                  {"fraction_outside_tolerance": outside,
-                   "max_abs_diff": max((_max_abs_diff(a, b) for a, b in zip(first, other_inputs)), default=0.0)},
-                  "outputs for different inputs agree within the judge's tolerance "
-                  f"(atol {settings.atol:g}, rtol {settings.rtol:g})")
+    """Outputs for different inputs must be told apart by the judge's own check, or one fixed
+    output would pass it."""
+    check = _judge_accepts(other_inputs, first, settings)
+    return result("input_dependent", not check.passed,
+                  {"max_abs_diff": check.max_abs_error, "norm_rel_diff": check.norm_rel_error,
+                   "elements_outside_tolerance": check.mismatched, "elements": check.elements},
+                  "the judge's check accepts the output for one input as the output for another "
+                  f"(atol {settings.atol:g}, rtol {settings.rtol:g}, and its L2 bound)")
 
 
 def compile_matches(eager: list, compiled: list, settings: FilterSettings) -> FilterResult:
-    import torch
-
-    diffs = [_max_abs_diff(a, b) for a, b in zip(eager, compiled)]
-    same = len(eager) == len(compiled) and all(
-        a.shape == b.shape and torch.allclose(b.float(), a.float(), rtol=settings.rtol, atol=settings.atol)
-        for a, b in zip(eager, compiled))
-    worst = max(diffs, default=0.0)
-    return result("compile_matches", same, {"max_abs_diff": worst},
-                  f"torch.compile output differs from eager by up to {worst:.3g} "
-                  f"(tolerance atol {settings.atol:g}, rtol {settings.rtol:g})")
+    """The compiled model's output must pass the judge's check against eager's."""
+    check = _judge_accepts(compiled, eager, settings)
+    return result("compile_matches", check.passed,
+                  {"max_abs_diff": check.max_abs_error, "norm_rel_diff": check.norm_rel_error},
+                  f"torch.compile output fails the judge's check against eager: {check.message}")

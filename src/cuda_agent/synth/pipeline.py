@@ -14,6 +14,7 @@ tasks, so the accepted dataset follows the mix even though the filters pass some
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import random
@@ -181,6 +182,18 @@ class Synthesizer:
         self.catalogue = catalogue
         self.on_progress = on_progress
         self.composer = OfflineComposer(catalogue.seeds, ComposeSettings(options.window_ms, options.max_tensor_bytes))
+        # Kinds that cannot be made here (no transformers seeds) leave the mix, which is
+        # renormalised; otherwise their deficit would grow for ever and stall the run.
+        makeable = {k: v for k, v in options.mix.items()
+                    if v > 0 and (not k.startswith("transformers") or self.composer.hf_seeds)}
+        if not makeable:
+            raise SynthesisError(f"no kind of task in the mix {options.mix} can be made from these seeds")
+        total = sum(makeable.values())
+        self.mix = {k: v / total for k, v in makeable.items()}
+        if options.kernelbench:  # fail here, with a clear message, before any worker starts
+            from ..bench.kernelbench import levels_root
+
+            levels_root(options.kernelbench)
         self.stochastic = {s.name for s in catalogue.seeds if s.stochastic}
         self.deadline = (time.monotonic() + options.max_minutes * 60) if options.max_minutes else None
         self.log = options.out / LOG_NAME
@@ -190,7 +203,8 @@ class Synthesizer:
         from .similarity import DedupIndex
 
         self.dedup = DedupIndex((o.candidate.code, _task_id(o.candidate.index)) for o in self.state.outcomes
-                                if any(f.name == "duplicate" and f.passed for f in o.filters))
+                                if any(f.name == "duplicate" and f.passed for f in o.filters)
+                                and not any(f.name == "worker" for f in o.filters))
         self.llm = None
         if options.model:
             from .llm_compose import make_llm_composer
@@ -205,12 +219,13 @@ class Synthesizer:
             candidate = self.composer.compose(index, category, rng)
             if candidate is None:  # no chain of this kind could be sized into the window
                 self._composer_failed(index, category, "no candidate of this kind fits the window and memory bound")
-                for other in categories_by_deficit(self.options.mix, self.state)[1:]:
+                for other in [c for c in categories_by_deficit(self.mix, self.state) if c != category]:
                     # Rather than insist on a kind that cannot be made, make the next most wanted.
                     candidate = self.composer.compose(index, other, rng)
                     if candidate is not None:
                         break
             return candidate
+        from ..agent.llm import LLMError
         from .llm_compose import CompositionError
 
         n_ops = int(category.split("#")[1])
@@ -218,8 +233,8 @@ class Synthesizer:
         seeds = rng.sample(pool, min(n_ops, len(pool)))
         try:
             return await self.llm.compose(seeds, index, ComposeSettings(self.options.window_ms).draw_target(rng))
-        except CompositionError as exc:
-            self._composer_failed(index, category, str(exc))
+        except (CompositionError, LLMError) as exc:  # a model that cannot help now: log it, go on
+            self._composer_failed(index, category, f"{type(exc).__name__}: {exc}")
             return None
 
     def _composer_failed(self, index: int, category: str, why: str) -> None:
@@ -235,21 +250,29 @@ class Synthesizer:
         return found
 
     # -- the run --------------------------------------------------------------------------------
+    def _limit(self) -> int:
+        return self.options.max_candidates or 50 * self.options.n
+
+    def _tried(self) -> int:
+        return len(self.state.outcomes) + self.state.composer_failures
+
     def _done(self) -> bool:
-        limit = self.options.max_candidates or 50 * self.options.n
-        tried = len(self.state.outcomes) + self.state.composer_failures
         late = self.deadline is not None and time.monotonic() > self.deadline
-        return len(self.state.accepted) >= self.options.n or tried >= limit or late
+        return len(self.state.accepted) >= self.options.n or self._tried() >= self._limit() or late
 
     async def _one(self, pool, probe_settings: dict[str, Any]) -> None:
         index = self.state.next_index
         self.state.next_index += 1
-        category = next_category(self.options.mix, self.state)
+        category = next_category(self.mix, self.state)
         self.state.in_flight[category] = self.state.in_flight.get(category, 0) + 1
         try:
             cand = await self._compose(index, category)
             if cand is None:
                 return
+            if cand.data_source != category:  # made as a fallback: count it under its own kind
+                self.state.in_flight[category] -= 1
+                category = cand.data_source
+                self.state.in_flight[category] = self.state.in_flight.get(category, 0) + 1
             started = time.perf_counter()
             found = self._static_filters(cand)
             report: dict[str, Any] = {}
@@ -258,13 +281,18 @@ class Synthesizer:
                                        timeout=self.options.timeout_s)
                 try:
                     report = await asyncio.wrap_future(future)
-                except TimeoutError:
-                    report = {"filters": [filters.result("eager_runs", False, {"timeout_s": self.options.timeout_s},
-                                                         f"checks did not finish within {self.options.timeout_s:g} s").to_dict()]}
+                except (TimeoutError, concurrent.futures.TimeoutError):
+                    report = _worker_failed({"timeout_s": self.options.timeout_s},
+                                            f"the checks did not finish within {self.options.timeout_s:g} s")
                 except ProcessExpired as exc:  # the worker died: a segfault, or killed for memory
-                    report = {"filters": [filters.result("eager_runs", False, {"error": str(exc)[:300]},
-                                                         f"the worker process died: {exc}"[:300]).to_dict()]}
+                    report = _worker_failed({"error": str(exc)[:300]}, f"the worker process died: {exc}")
+                except Exception as exc:  # the task broke out of the checks (e.g. called exit())
+                    report = _worker_failed({"error": repr(exc)[:300]}, f"the checks raised {exc!r}")
                 found += [FilterResult(**f) for f in report.get("filters", [])]
+                if report.get("worker_failed"):
+                    self.dedup.forget(cand.code)  # not a verdict on the program: it may come again
+                if report.get("output_shapes") and cand.output_shape is None:
+                    cand.output_shape = report["output_shapes"][0]
             outcome = Outcome(
                 candidate=cand, filters=found,
                 accepted=[f.name for f in found] == list(FILTERS) and all(f.passed for f in found),
@@ -293,11 +321,8 @@ class Synthesizer:
                               kernelbench=options.kernelbench, lock_dir=str(options.out),
                               threads=max(1, cpus // max(1, options.workers)),
                               memory_fraction=0.9 / options.workers if options.device == "cuda" else None).to_dict()
-        if options.kernelbench:  # fail here, with a clear message, rather than in every worker
-            from ..bench.kernelbench import levels_root
-
-            levels_root(options.kernelbench)
         os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # workers compile side by side
+        before = set(multiprocessing.active_children())
         pool = ProcessPool(max_workers=options.workers, max_tasks=100, initializer=init_worker,
                            initargs=(probe,), context=multiprocessing.get_context("spawn"))
         try:
@@ -305,7 +330,8 @@ class Synthesizer:
             slots = options.workers * 2 if self.llm is None else max(options.workers * 2, 8)
             while not self._done() or running:
                 while not self._done() and len(running) < slots and \
-                        len(self.state.accepted) + sum(self.state.in_flight.values()) < options.n + slots:
+                        len(self.state.accepted) + sum(self.state.in_flight.values()) < options.n + slots and \
+                        self._tried() + len(running) < self._limit():
                     running.add(asyncio.ensure_future(self._one(pool, probe)))
                 if not running:
                     break
@@ -325,7 +351,7 @@ class Synthesizer:
                 pass
             # A worker deep in a long GPU call may outlive the pool's stop; left alone it would
             # keep the interpreter from exiting (multiprocessing joins its children at exit).
-            for child in multiprocessing.active_children():
+            for child in set(multiprocessing.active_children()) - before:
                 child.kill()
             if self.llm is not None:
                 await self.llm.aclose()
@@ -333,6 +359,12 @@ class Synthesizer:
 
     def run(self) -> RunState:
         return asyncio.run(self.run_async())
+
+
+def _worker_failed(measurement: dict[str, Any], reason: str) -> dict[str, Any]:
+    """A report for checks that never finished: recorded under ``worker``, not under a filter."""
+    return {"worker_failed": True,
+            "filters": [filters.result("worker", False, measurement, reason[:300]).to_dict()]}
 
 
 def _task_id(index: int) -> str:
@@ -388,7 +420,6 @@ def run_synthesis(options: SynthOptions, console=None, seeds_only: bool = False)
                     info=f"{counts['total']} seeds ({counts['composable']} composable, {counts['stochastic']} stochastic)")
         if seeds_only:
             return None, catalogue, {"seeds": options.out / "seeds.json"}
-        check_settings(options.out, options)
         bar = bars.add_task("accepted tasks", total=options.n, info="")
         started = time.perf_counter()
 
@@ -400,7 +431,8 @@ def run_synthesis(options: SynthOptions, console=None, seeds_only: bool = False)
                         info=f"{tried} candidates, {accepted / max(tried, 1):.0%} accepted, "
                              f"{accepted / hours:,.0f}/h")
 
-        synth = Synthesizer(options, catalogue, on_progress=show)
+        synth = Synthesizer(options, catalogue, on_progress=show)  # validates the options first
+        check_settings(options.out, options)
         show(synth.state)
         before = (len(synth.state.outcomes), len(synth.state.accepted))
         state = synth.run()

@@ -6,8 +6,8 @@ fails: KernelBench similarity, eager run, finite outputs, a rerun from another R
 output, a second input, the workload window, and torch.compile. Each step's numbers are kept in
 its FilterResult.
 
-Eager time is measured with CUDA events on a GPU, one worker at a time per device (a file lock),
-so concurrent workers' kernels do not inflate each other's times. Without a GPU the window is
+Eager time is measured with CUDA events on a GPU, one worker timing at a time per device (a file
+lock); other workers' checks and compiles still run beside it, which the coarse window tolerates. Without a GPU the window is
 judged on the roofline estimate of the time on the target GPU (``estimate``), computed on the
 meta device; the CPU time is recorded beside it but says nothing about a GPU.
 """
@@ -69,6 +69,7 @@ _STATE: dict[str, Any] = {}
 def init_worker(settings: dict[str, Any]) -> None:
     """Once per worker process: threads, and the KernelBench index (parsed once, reused)."""
     probe = ProbeSettings.from_dict(settings)
+    _STATE.clear()  # a worker serves one run: nothing from an earlier one may carry over
     torch.set_num_threads(max(1, probe.threads))
     if probe.device == "cuda" and probe.memory_fraction:
         # Workers share one GPU: a hard share per worker makes "out of memory" a property of the
@@ -186,7 +187,7 @@ def check_candidate(candidate: dict[str, Any], settings: dict[str, Any]) -> dict
 
 def _stage_error(name: str, what: str, exc: BaseException) -> FilterResult:
     detail = _error(exc)
-    if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in detail:
+    if torch.cuda.is_available() and (isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in detail):
         share = torch.cuda.get_device_properties(0).total_memory * (_STATE.get("memory_fraction") or 1) / 2**30
         detail += f" (each worker may use {share:.1f} GiB of GPU memory)"
     return filters.result(name, False, {"error": detail}, f"{what} failed: {detail}")
@@ -245,6 +246,7 @@ def _check(candidate: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any
             if not keep(filters.deterministic_runs(first, rerun, probe.filters)):
                 return done()
             del rerun
+            stage = "not_constant"
             if not keep(filters.not_constant(first, probe.filters)):
                 return done()
             stage = "input_dependent"

@@ -12,7 +12,7 @@ from typing import Any
 # The filters in the order a candidate meets them. Each outcome lists the ones it reached.
 FILTERS = (
     "deterministic_ops",     # no seed operator with inherent randomness (static)
-    "duplicate",             # not a duplicate of an earlier task in this dataset
+    "duplicate",             # not the same program as an earlier candidate of this run
     "kernelbench_similarity",  # AST similarity of Model to every KernelBench problem <= 0.9
     "eager_runs",            # Model(*get_init_inputs())(*get_inputs()) runs and returns tensors
     "finite",                # no NaN or Inf in the output
@@ -26,7 +26,7 @@ FILTERS = (
 # What a failing filter means, for the dataset card.
 FILTER_MEANINGS = {
     "deterministic_ops": "uses an operator with inherent randomness (dropout, random sampling)",
-    "duplicate": "same program as an earlier task of this dataset",
+    "duplicate": "same program as an earlier candidate of this run",
     "kernelbench_similarity": "too similar to a KernelBench problem (AST similarity > threshold)",
     "eager_runs": "fails to build or run in eager mode, or returns something other than tensors",
     "finite": "produces NaN or Inf",
@@ -35,6 +35,8 @@ FILTER_MEANINGS = {
     "input_dependent": "returns (numerically) the same output for different inputs",
     "workload_window": "eager time outside the window (trivial or too heavy)",
     "compile_matches": "fails under torch.compile, or its compiled output differs from eager",
+    # not a filter: the checks themselves did not finish (timeout, the worker process died)
+    "worker": "its checks did not finish: they timed out or the worker process died",
 }
 
 SEED_KINDS = ("module", "functional", "tensor", "transformers")

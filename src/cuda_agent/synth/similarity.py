@@ -432,3 +432,7 @@ class DedupIndex:
         digest = program_hash(source)
         self._ids.setdefault(digest, task_id)
         return digest
+
+    def forget(self, source: str) -> None:
+        """Drop ``source``: its checks never finished, so it is not yet a task of the dataset."""
+        self._ids.pop(program_hash(source), None)
