@@ -28,18 +28,8 @@ from typing import Any, Sequence
 
 from ..files import write_atomic
 from .dataset import COLUMN_DESCRIPTIONS, FILE_MODE, PARQUET, SCHEMA, json_safe
-from .records import FILTER_MEANINGS, FILTERS, SEED_KINDS, Outcome
+from .records import FILTER_MEANINGS, FILTERS, PAPER_MIX, SEED_KINDS, SIMILARITY_THRESHOLD, Outcome
 
-# CUDA Agent paper, Table 3: composition of CUDA-Agent-Ops-6K (6,000 tasks), as fractions.
-PAPER_TABLE3 = {
-    "1 torch op": 0.0340,
-    "2 torch ops": 0.8377,
-    "3 torch ops": 0.0762,
-    "4 torch ops": 0.0280,
-    "5 torch ops": 0.0123,
-    "transformers op": 0.0118,
-}
-DEFAULT_SIMILARITY_THRESHOLD = 0.9  # the paper's decontamination threshold
 TOP_OPS = 20
 UNFINISHED = "unfinished"  # rejected without any failing filter (e.g. the run stopped on it)
 UNFINISHED_MEANING = "rejected before any filter decided (no failing filter recorded)"
@@ -60,6 +50,10 @@ def category(data_source: str) -> str:
     return data_source
 
 
+# CUDA Agent paper, Table 3, by its own row names ("2 torch ops").
+PAPER_TABLE3 = {category(source): share for source, share in PAPER_MIX.items()}
+
+
 def _distribution(values: list[float]) -> dict[str, Any]:
     if not values:
         return {"n": 0, "min": None, "median": None, "max": None}
@@ -72,7 +66,7 @@ def _finite(values) -> list[float]:
 
 
 def _threshold(settings: dict) -> float:
-    return float(settings.get("similarity_threshold", DEFAULT_SIMILARITY_THRESHOLD))
+    return float(settings.get("similarity_threshold", SIMILARITY_THRESHOLD))
 
 
 def _filter_names(outcomes: list[Outcome]) -> list[str]:
@@ -187,6 +181,14 @@ def _log_bins(values: list[float], bounds: Sequence[float]) -> list[float]:
     return [10 ** (lo + (hi - lo) * i / 30) for i in range(31)]
 
 
+def _accepted_and_cut(ax, accepted: list[float], cut: list[float], bins, cut_label: str) -> None:
+    """Accepted tasks over the candidates one filter cut, on the same bins."""
+    if cut:
+        ax.hist(cut, bins=bins, color="lightgrey", edgecolor="grey", label=f"{cut_label} ({len(cut)})")
+    if accepted:
+        ax.hist(accepted, bins=bins, color="tab:blue", alpha=0.8, label=f"accepted ({len(accepted)})")
+
+
 def timing_histogram(outcomes: list[Outcome], path: Path,
                      window_ms: Sequence[float] | None = None) -> Path:
     """Eager times of accepted tasks on a log axis, with the workload window's bounds; candidates
@@ -200,13 +202,8 @@ def timing_histogram(outcomes: list[Outcome], path: Path,
     fig, ax = plt.subplots(figsize=(7, 4))
     try:
         if accepted or cut:
-            bins = _log_bins(accepted + cut, bounds)
-            if cut:
-                ax.hist(cut, bins=bins, color="lightgrey", edgecolor="grey",
-                        label=f"rejected by workload window ({len(cut)})")
-            if accepted:
-                ax.hist(accepted, bins=bins, color="tab:blue", alpha=0.8,
-                        label=f"accepted ({len(accepted)})")
+            _accepted_and_cut(ax, accepted, cut, _log_bins(accepted + cut, bounds),
+                              "rejected by workload window")
             ax.set_xscale("log")
         else:
             ax.text(0.5, 0.5, "no accepted tasks with an eager time", ha="center", va="center",
@@ -229,7 +226,7 @@ def timing_histogram(outcomes: list[Outcome], path: Path,
 
 
 def similarity_histogram(outcomes: list[Outcome], path: Path,
-                         threshold: float = DEFAULT_SIMILARITY_THRESHOLD) -> Path | None:
+                         threshold: float = SIMILARITY_THRESHOLD) -> Path | None:
     """Max KernelBench similarity of accepted tasks (as the paper's Fig. 7), with the threshold;
     candidates rejected for similarity drawn beside them. None, and no file, without values."""
     accepted = _finite(o.max_similarity for o in outcomes if o.accepted)
@@ -240,13 +237,7 @@ def similarity_histogram(outcomes: list[Outcome], path: Path,
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     try:
-        bins = [i / 40 for i in range(41)]
-        if cut:
-            ax.hist(cut, bins=bins, color="lightgrey", edgecolor="grey",
-                    label=f"rejected as too similar ({len(cut)})")
-        if accepted:
-            ax.hist(accepted, bins=bins, color="tab:blue", alpha=0.8,
-                    label=f"accepted ({len(accepted)})")
+        _accepted_and_cut(ax, accepted, cut, [i / 40 for i in range(41)], "rejected as too similar")
         ax.axvline(threshold, color="tab:red", linestyle="--", linewidth=1,
                    label=f"threshold {threshold:g}")
         ax.set_xlim(0, 1)

@@ -17,14 +17,14 @@ import random
 import re
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn as nn
 
 from .estimate import H100, Estimate, GpuProfile, estimate_forward, fit_batch
 from .records import Candidate, Seed
-from .seeds import make_call, resolve_target
+from .seeds import build_call, resolve_target
 from .shapes import OPERAND_TOKENS, operand_shape, pick_width, resolve_all
 
 # Starting layouts, with how often each is drawn: rank -> (weight, dimension names).
@@ -58,7 +58,7 @@ class ComposeSettings:
         """Aim inside the window with margin for the estimate's error: [2 x min, max / 2.5]."""
         low, high = self.window_ms
         lo, hi = low * 2, high / 2.5
-        return (lo, hi) if lo < hi else (math.sqrt(low * high),) * 2
+        return (lo, hi) if lo <= hi else (math.sqrt(low * high),) * 2
 
     def draw_target(self, rng: random.Random) -> float:
         lo, hi = self.target_range()
@@ -83,45 +83,32 @@ class Chain:
         return (batch, *self.dims.values())
 
 
-def run_chain(chain: Chain, batch: int) -> tuple[torch.Tensor, Callable]:
-    """Run the chain on meta inputs at ``batch``; returns the output and a module doing the same."""
+class _Steps(nn.Module):
+    """The chain's steps applied in order (built on the meta device: nothing is allocated)."""
 
-    class _Chain(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.calls = []
-            for step in chain.steps:
-                target = resolve_target(step.seed.target)
-                other = nn.Parameter(torch.randn(step.operand)) if step.operand is not None else None
-                if step.seed.kind == "module":
-                    module = target(**step.args)
-                    self.add_module(f"m{len(self.calls)}", module)
-                    call = (lambda m, o: (lambda x: m(x, o)))(module, other) if other is not None else module
-                else:
-                    call = ((lambda t, o, a: (lambda x: t(x, o, **a)))(target, other, step.args)
-                            if other is not None else (lambda t, a: (lambda x: t(x, **a)))(target, step.args))
-                if other is not None:
-                    self.register_parameter(f"p{len(self.calls)}", other)
-                self.calls.append(call)
+    def __init__(self, chain: Chain) -> None:
+        super().__init__()
+        self.calls = [build_call(step.seed.kind, resolve_target(step.seed.target), step.args,
+                                 torch.randn(step.operand) if step.operand is not None else None)
+                      for step in chain.steps]
 
-        def forward(self, x):
-            for call in self.calls:
-                x = call(x)
-            return x
+    def forward(self, x):
+        for call in self.calls:
+            x = call(x)
+        return x
 
+
+def run_chain(chain: Chain, batch: int) -> torch.Tensor:
+    """The chain's output for a meta input at ``batch``: its shape, with nothing computed."""
     with warnings.catch_warnings(), torch.device("meta"):
         warnings.simplefilter("ignore")
-        model = _Chain()
-        x = torch.empty(chain.input_shape(batch))
-        out = model(x)
-    return out, model
+        return _Steps(chain)(torch.empty(chain.input_shape(batch)))
 
 
 def estimate_chain(chain: Chain, batch: int, profile: GpuProfile = H100) -> Estimate:
     with warnings.catch_warnings(), torch.device("meta"):
         warnings.simplefilter("ignore")
-        _, model = run_chain(chain, batch)
-        return estimate_forward(model, [torch.empty(chain.input_shape(batch))], profile)
+        return estimate_forward(_Steps(chain), [torch.empty(chain.input_shape(batch))], profile)
 
 
 class OfflineComposer:
@@ -152,7 +139,7 @@ class OfflineComposer:
         step = Step(seed, args, operand, operand_arg)
         trial = Chain(chain.rank, chain.dims, chain.steps + [step])
         try:
-            out, _ = run_chain(trial, BASE_BATCH)
+            out = run_chain(trial, BASE_BATCH)
         except Exception:  # this seed does not fit this tensor: draw another
             return None
         if not isinstance(out, torch.Tensor) or not out.is_floating_point() or out.numel() == 0:
@@ -199,7 +186,7 @@ class OfflineComposer:
                 if fitted is None:
                     continue
                 batch, estimate = fitted
-                out, _ = run_chain(chain, batch)
+                out = run_chain(chain, batch)
             except Exception:  # the chain fits the base batch only (a transpose moved the batch dim)
                 continue
             if estimate.ms < self.settings.window_ms[0] * 1.2 or estimate.ms > self.settings.window_ms[1] / 1.2:

@@ -14,13 +14,13 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .records import FilterResult
+from .records import SIMILARITY_THRESHOLD, FilterResult
 
 
 @dataclass(frozen=True)
 class FilterSettings:
     window_ms: tuple[float, float] = (1.0, 100.0)
-    max_similarity: float = 0.9          # the paper's decontamination threshold
+    max_similarity: float = SIMILARITY_THRESHOLD
     atol: float = 1e-2                   # the judge's tolerance (paper: 1e-2)
     rtol: float = 1e-2
     rerun_rtol: float = 1e-5             # reruns must agree this closely to count as identical
@@ -76,8 +76,6 @@ def workload_window(ms: float, source: str, settings: FilterSettings) -> FilterR
 # -- decisions on outputs (lists of tensors, one per output of forward) ---------------------------
 
 def _max_abs_diff(a, b) -> float:
-    import torch
-
     if a.shape != b.shape:
         return float("inf")
     if a.numel() == 0:

@@ -23,7 +23,6 @@ import importlib
 import importlib.util
 import inspect
 import json
-import math
 import random
 import re
 from typing import Any, Iterator
@@ -171,11 +170,10 @@ def transformers_candidate(seed: Seed, index: int, rng: random.Random,
     ``max_tensor_bytes`` therefore gives small tasks. The result is kept only if its estimate lies
     within the window shrunk by ``margin`` on both sides; otherwise None.
     """
+    from .compose import ComposeSettings  # the torch composer's aim, shared
+
     lo, hi = window_ms
-    t_lo, t_hi = 2.0 * lo, hi / 2.5
-    if t_lo > t_hi:
-        t_lo = t_hi = math.sqrt(lo * hi)
-    target = math.exp(rng.uniform(math.log(t_lo), math.log(t_hi)))
+    target = ComposeSettings(window_ms=window_ms).draw_target(rng)
     sizes = _draw_sizes(seed, rng)
     try:
         namespace = _exec_source(render_source(seed, sizes))

@@ -19,7 +19,7 @@ import json
 import os
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,12 +30,9 @@ from . import filters
 from .compose import ComposeSettings, OfflineComposer
 from .filters import FilterSettings
 from .probe import ProbeSettings, check_candidate, init_worker
-from .records import FILTERS, SEED_KINDS, Candidate, FilterResult, Outcome
+from .records import FILTERS, PAPER_MIX, SEED_KINDS, Candidate, FilterResult, Outcome
 from .seeds import CrawlResult, crawl_seeds, load_catalogue, save_catalogue
 
-# The paper's Table 3: the share of each composition in CUDA-Agent-Ops-6K.
-PAPER_MIX = {"torch#1": 0.0340, "torch#2": 0.8377, "torch#3": 0.0762, "torch#4": 0.0280,
-             "torch#5": 0.0123, "transformers#1": 0.0118}
 LOG_NAME = "candidates.jsonl"
 COMPOSER_ERRORS = "composer_errors.jsonl"
 SESSIONS = "sessions.jsonl"                      # one line per invocation: how long, how much it made

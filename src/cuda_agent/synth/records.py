@@ -41,6 +41,14 @@ FILTER_MEANINGS = {
 
 SEED_KINDS = ("module", "functional", "tensor", "transformers")
 
+# The paper's Table 3: the share of each composition in CUDA-Agent-Ops-6K, by data_source.
+PAPER_MIX = {"torch#1": 0.0340, "torch#2": 0.8377, "torch#3": 0.0762, "torch#4": 0.0280,
+             "torch#5": 0.0123, "transformers#1": 0.0118}
+
+# The paper's decontamination threshold: a task more AST-similar than this to a KernelBench
+# problem is dropped.
+SIMILARITY_THRESHOLD = 0.9
+
 
 @dataclass(frozen=True)
 class Seed:

@@ -105,24 +105,29 @@ def _required_params(fn: Callable, skip_first: int) -> list[inspect.Parameter] |
             and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
+def build_call(kind: str, target: Callable, args: dict[str, Any],
+               operand: torch.Tensor | None = None) -> Callable[[torch.Tensor], Any]:
+    """A one-input callable for ``target`` with concrete ``args``; ``operand``, if any, is passed
+    as the second argument. Module seeds are built here, so under ``torch.device("meta")`` they
+    build on meta."""
+    if kind == "module":
+        module = target(**args)
+        return (lambda x: module(x, operand)) if operand is not None else module
+    if operand is not None:
+        return lambda x: target(x, operand, **args)
+    return lambda x: target(x, **args)
+
+
 def make_call(kind: str, target: Callable, args: dict[str, Any], shape: tuple[int, ...],
               width: int) -> Callable[[torch.Tensor], Any]:
-    """A one-input callable for ``target`` with ``args`` resolved for ``shape``.
-
-    Module seeds are built here, so a call made under ``torch.device("meta")`` builds on meta.
-    An operand token becomes a tensor of its shape (randn), passed as the second argument.
-    """
+    """``build_call`` with ``args`` resolved for ``shape``: an operand token becomes a tensor of
+    its shape (randn)."""
     concrete = resolve_all(args, shape, width)
     operand = next((k for k, v in concrete.items() if v in OPERAND_TOKENS), None)
     other = None
     if operand is not None:
         other = torch.randn(operand_shape(concrete.pop(operand), shape))
-    if kind == "module":
-        module = target(**concrete)
-        return (lambda x: module(x, other)) if operand else module
-    if operand is not None:
-        return lambda x: target(x, other, **concrete)
-    return lambda x: target(x, **concrete)
+    return build_call(kind, target, concrete, other)
 
 
 def _outputs_float_tensor(out: Any) -> str:

@@ -54,8 +54,6 @@ from scipy.optimize import linear_sum_assignment
 
 from ..errors import CudaAgentError
 
-SIMILARITY_THRESHOLD = 0.9   # a task scoring above this against any KernelBench problem is dropped
-
 SIGNIFICANT = (ast.Import, ast.FunctionDef, ast.If, ast.ClassDef, ast.While, ast.For,
                ast.comprehension, ast.Return)
 # Type weights in tenths, so that scores are sums of integers and an exact copy scores exactly 1.0.
