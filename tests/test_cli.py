@@ -112,3 +112,20 @@ def test_demo_runs_on_the_cpu_backend(judge_cache):
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     verdict = json.loads(result.stdout)
     assert verdict["correct"] is True and verdict["task"] == "fused_elementwise"
+
+
+def test_a_relative_cache_dir_builds(tmp_path, judge_cache):
+    """`--cache-dir c1` names a directory relative to where the command runs; the compiler runs
+    elsewhere, so every path handed to it must be absolute. A binding edited by a comment is
+    compiled afresh (with the cache's precompiled header) rather than found in the cache."""
+    solution = tmp_path / "solution"
+    shutil.copytree(CORRECT, solution)
+    binding = next((solution / "kernels").glob("*_binding.cpp"))
+    binding.write_text(binding.read_text() + "\n// edited: compile this binding again\n")
+    relative = os.path.relpath(judge_cache, tmp_path)
+    result = cli("compile", "--workspace", str(solution), "--task", str(TASK), "--device", "cpu",
+                 "--cache-dir", relative, "--json", cache=tmp_path / "unused", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    verdict = json.loads(result.stdout)
+    assert verdict["status"] == "ok", verdict["feedback"]
+    assert verdict["build"]["objects_compiled"] >= 1

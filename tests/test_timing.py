@@ -58,9 +58,11 @@ def test_zero_median_has_infinite_spread():
 
 
 # -- consistency with the judge's own clock ----------------------------------------------------
-def session(host, go=None, device=(), prepare=()):
+def session(host, go=None, device=(), prepare=(), window=None, call=None):
     return Session(host_ms=list(host), go_ms=list(go if go is not None else [h + 0.05 for h in host]),
-                   device_ms=list(device), prepare_ms=list(prepare))
+                   device_ms=list(device), prepare_ms=list(prepare),
+                   window_ms=list(window if window is not None else [0.0] * len(device)),
+                   call_ms=list(call if call is not None else [0.0] * len(host)))
 
 
 def test_plausible_timings_pass():
@@ -86,8 +88,14 @@ def test_a_call_cannot_outlast_the_judges_step_around_it():
 
 def test_device_time_cannot_exceed_host_time():
     problem = consistency_problem(session([1.0, 1.0], device=[0.9, 2.0]))
-    assert problem == "a call reported 2.000 ms on the device but 1.000 ms on the host"
+    assert problem == "a call reported 2.000 ms on the device after a wait of 0.000 ms, but 1.000 ms on the host"
     assert consistency_problem(session([1.0], device=[1.1])) is None  # within 5% + 0.05 ms
+
+
+def test_the_window_and_the_device_time_both_fit_in_the_host_time():
+    # 0.5 ms of waiting before a 0.4 ms call fits in 1.0 ms on the host; 0.8 ms of waiting does not.
+    assert consistency_problem(session([1.0], device=[0.4], window=[0.5])) is None
+    assert "after a wait of 0.800 ms" in consistency_problem(session([1.0], device=[0.4], window=[0.8]))
 
 
 def test_honest_overheads_pass_the_integrity_check():
@@ -119,8 +127,10 @@ def test_timing_config_key_changes_with_every_setting():
     base = TimingConfig()
     keys = {base.key(), TimingConfig(warmup_calls=1).key(), TimingConfig(min_calls=1).key(),
             TimingConfig(max_calls=1).key(), TimingConfig(target_seconds=0.5).key(),
-            TimingConfig(flush_cache=False).key(), TimingConfig(cpu_threads=4).key()}
-    assert len(keys) == 7
+            TimingConfig(flush_cache=False).key(), TimingConfig(cpu_threads=4).key(),
+            TimingConfig(precision=0.05).key(), TimingConfig(baseline_sessions=3).key(),
+            TimingConfig(max_uncertainty=0.2).key()}
+    assert len(keys) == 10
     assert TimingConfig().key() == base.key()
 
 
@@ -144,3 +154,115 @@ def test_the_cpu_backend_allows_wider_overheads_for_host_memory_work():
     assert "longer than the candidate's own clock says" in integrity_problem(honest, reference, backend="cuda")
     hidden = session([10.0] * 50, go=[10.1] * 50, prepare=[120.0] * 50)
     assert "outside the timed calls" in integrity_problem(hidden, reference, backend="cpu")
+
+
+# -- the figure: device time behind a window (cuda), host time (cpu) ------------------------------
+def test_the_figure_is_device_time_where_there_is_a_device():
+    cuda = session([0.30, 0.31, 0.29], device=[0.010, 0.011, 0.012], window=[0.25] * 3, call=[0.04] * 3)
+    stats = TimingStats.from_session(cuda)
+    assert stats.method == "device_events"
+    assert stats.median_ms == pytest.approx(0.011) and stats.device_median_ms == pytest.approx(0.011)
+    assert stats.host_median_ms == pytest.approx(0.30) and stats.window_ms == pytest.approx(0.25)
+    # host beyond window (0.25), device and host path: the launch and wake-up latency
+    assert stats.gap_median_ms == pytest.approx(0.30 - 0.25 - 0.010)  # the median of each call's gap
+    cpu = TimingStats.from_session(session([2.0, 3.0, 4.0]))
+    assert cpu.method == "host_clock" and cpu.median_ms == 3.0 and cpu.gap_median_ms is None
+
+
+def test_time_outside_the_events_is_caught_by_the_gap():
+    # The reference's host clock runs 0.02 ms beyond window and device time; a candidate whose
+    # calls leave 0.5 ms unexplained (work on a stream the events do not see) fails.
+    reference = session([0.32] * 20, device=[0.05] * 20, window=[0.25] * 20, call=[0.03] * 20)
+    honest = session([0.33] * 50, device=[0.06] * 50, window=[0.25] * 50, call=[0.02] * 50)
+    hidden = session([0.81] * 50, device=[0.06] * 50, window=[0.25] * 50, call=[0.02] * 50)
+    assert integrity_problem(honest, reference) is None
+    assert "outside the timed events" in integrity_problem(hidden, reference)
+
+
+def test_a_host_path_longer_than_the_window_is_not_a_gap():
+    # The call's own host path (0.6 ms) outlasted the 0.25 ms window: the device idled, and the
+    # events counted that, so nothing is unexplained.
+    reference = session([0.32] * 20, device=[0.05] * 20, window=[0.25] * 20, call=[0.03] * 20)
+    slow_host = session([0.68] * 50, device=[0.40] * 50, window=[0.25] * 50, call=[0.60] * 50)
+    assert slow_host.gap_ms[0] < 0.1
+    assert integrity_problem(slow_host, reference) is None
+
+
+def test_the_window_covers_the_warm_up_host_path():
+    from cuda_agent.judge.timing import WINDOW_MAX_MS, WINDOW_MIN_MS, window_for
+
+    assert window_for([5.0, 0.2, 0.1, 0.12]) == pytest.approx(2 * 0.12 + 0.02)  # the last three calls' median
+    assert window_for([0.1, 0.1, 9.0]) == pytest.approx(2 * 0.1 + 0.02)  # one slow call does not set it
+    assert window_for([0.001]) == WINDOW_MIN_MS
+    assert window_for([1000.0]) == WINDOW_MAX_MS
+
+
+def test_median_interval_shrinks_with_calls_and_grows_with_noise():
+    import random
+
+    from cuda_agent.judge.timing import median_interval
+
+    rng = random.Random(0)
+    quiet = [1.0 + rng.gauss(0, 0.01) for _ in range(100)]
+    noisy = [1.0 + abs(rng.gauss(0, 0.5)) for _ in range(100)]
+    assert median_interval(quiet) < 0.005
+    assert median_interval(noisy) > 0.05
+    assert median_interval(quiet[:20]) > median_interval(quiet)
+    assert median_interval([1.0, 1.0]) == math.inf  # too few calls to say
+
+
+def test_an_imprecise_median_is_not_believed():
+    from cuda_agent.judge.timing import stability_problem
+
+    stats = TimingStats.from_samples([1.0, 1.5, 0.7, 2.0, 1.1, 0.9, 1.8, 0.6] * 3)
+    assert stability_problem(stats, max_uncertainty=0.05) is not None
+    assert "too noisy" in stability_problem(stats, max_uncertainty=0.05)
+    assert stability_problem(stats, max_uncertainty=2.0) is None
+
+
+def test_baseline_sessions_settle_when_their_medians_agree():
+    from cuda_agent.judge.baselines import baseline_stats, settled
+
+    def s(median):
+        return TimingStats.from_samples([median] * 20)
+
+    agree, apart = [s(1.00), s(1.01)], [s(1.00), s(1.30)]
+    assert not settled([s(1.0)], 0.02, 2, 5)
+    assert settled(agree, 0.02, 2, 5)
+    assert not settled(apart, 0.02, 2, 5)
+    assert settled(apart + [s(1.1), s(1.2), s(1.05)], 0.02, 2, 5)  # the most sessions there will be
+    assert settled([s(1.0)], 0.02, 1, 5)
+    pooled = baseline_stats(apart + [s(1.02)], 0.02, fresh=1)
+    assert pooled.median_ms == pytest.approx(1.02) and pooled.sessions_ms == [1.0, 1.3, 1.02]
+    assert pooled.stable is False and pooled.source == "measured"
+    assert baseline_stats(agree, 0.02, fresh=0).stable is True
+    assert baseline_stats(agree, 0.02, fresh=0).source == "cache"
+
+
+def test_a_reference_far_from_its_baseline_means_the_machine_changed():
+    from cuda_agent.judge.timing import DRIFT_TOLERANCE, drift_problem
+
+    eager = TimingStats.from_samples([1.0] * 20)
+    assert drift_problem(TimingStats.from_samples([1.05] * 20), eager, DRIFT_TOLERANCE["cuda"]) is None
+    assert "not in the state" in drift_problem(TimingStats.from_samples([1.3] * 20), eager, DRIFT_TOLERANCE["cuda"])
+    assert "not in the state" in drift_problem(TimingStats.from_samples([0.8] * 20), eager, DRIFT_TOLERANCE["cuda"])
+    assert drift_problem(TimingStats.from_samples([1.3] * 20), eager, DRIFT_TOLERANCE["cpu"]) is None
+    assert drift_problem(TimingStats.from_samples([1.3] * 20), None, DRIFT_TOLERANCE["cuda"]) is None
+
+
+def test_load_that_hits_both_processes_is_not_hidden_work():
+    # Interleaved calls: each pair saw the same burst of load (0 to 8 ms, at random), so the
+    # candidate's overheads are as noisy as the reference's but no larger: it passes. The same
+    # candidate with 3 ms of work hidden in every call's channel does not.
+    import random
+
+    rng = random.Random(1)
+    bursts = [rng.choice([0.0, 0.0, 0.5, 3.0, 8.0]) for _ in range(80)]
+    ref = Session(host_ms=[1.0] * 80, go_ms=[1.3 + b for b in bursts], prepare_ms=[2.0 + b for b in bursts[::-1]])
+    cand_bursts = [b + rng.uniform(-0.2, 0.2) for b in bursts]
+    honest = Session(host_ms=[0.5] * 80, go_ms=[0.8 + b for b in cand_bursts],
+                     prepare_ms=[2.0 + b for b in cand_bursts[::-1]])
+    assert integrity_problem(honest, ref, backend="cpu") is None
+    hidden = Session(host_ms=[0.5] * 80, go_ms=[0.8 + 3.0 + b for b in cand_bursts],
+                     prepare_ms=[2.0 + b for b in cand_bursts[::-1]])
+    assert "longer than the candidate's own clock says" in integrity_problem(hidden, ref, backend="cpu")

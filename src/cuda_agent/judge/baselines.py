@@ -1,7 +1,11 @@
 """Cache of eager and torch.compile timings per (task, device, torch version, timing settings).
 
-RL and benchmarks judge many candidates per task; the reference is timed once. Entries are
-JSON files written atomically; the candidate process never has a path to them.
+RL and benchmarks judge many candidates per task; the reference is timed once. A baseline is
+timed in several fresh processes, because a process's level can differ from the next one's, and
+it is settled once their medians agree (or enough of them have been taken): from then on every
+solution of the task is compared with the same baseline. Entries are JSON files written
+atomically, one session at a time, so an interrupted judge loses nothing; the candidate process
+never has a path to them.
 """
 
 from __future__ import annotations
@@ -30,6 +34,30 @@ class BaselineKey:
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def settled(sessions: list[TimingStats], tolerance: float, minimum: int, maximum: int,
+            precision: float | None = None) -> bool:
+    """Whether a baseline needs no more sessions: enough of them, each median known to
+    ``precision``, and their medians within ``tolerance`` of each other (or the most there may be)."""
+    if len(sessions) >= maximum:
+        return True
+    if len(sessions) < max(1, minimum):
+        return False
+    if precision is not None and any(s.precision is None or s.precision > precision for s in sessions):
+        return False
+    return len(sessions) < 2 or TimingStats.pooled(sessions).session_deviation <= tolerance
+
+
+def baseline_stats(sessions: list[TimingStats], tolerance: float, fresh: int,
+                   precision: float | None = None) -> TimingStats:
+    """The baseline the reward uses, from its sessions; ``fresh`` of them timed in this run."""
+    stats = TimingStats.pooled(sessions)
+    precise = precision is None or all(s.precision is not None and s.precision <= precision for s in sessions)
+    agree = len(sessions) < 2 or stats.session_deviation <= tolerance
+    stats.stable = precise and agree
+    stats.source = "measured" if fresh else "cache"
+    return stats
+
+
 class BaselineCache:
     def __init__(self, cache_dir: Path):
         self.dir = Path(cache_dir) / "baselines"
@@ -38,18 +66,18 @@ class BaselineCache:
     def _path(self, key: BaselineKey, mode: str) -> Path:
         return self.dir / f"{key.digest()}-{mode}.json"
 
-    def get(self, key: BaselineKey, mode: str) -> TimingStats | None:
+    def get(self, key: BaselineKey, mode: str) -> list[TimingStats]:
+        """The sessions timed so far for this baseline (none if it was never timed)."""
         path = self._path(key, mode)
         try:
             data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            return None
-        if data.get("key") != key.__dict__:
-            return None
-        stats = TimingStats.from_dict(data["stats"])
-        stats.source = "cache"
-        return stats
+            if data.get("key") != key.__dict__:
+                return []
+            return [TimingStats.from_dict(s) for s in data["sessions"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            return []
 
-    def put(self, key: BaselineKey, mode: str, stats: TimingStats) -> None:
-        payload = {"key": key.__dict__, "mode": mode, "stats": stats.to_dict(), "created": time.time()}
+    def put(self, key: BaselineKey, mode: str, sessions: list[TimingStats]) -> None:
+        payload = {"key": key.__dict__, "mode": mode, "sessions": [s.to_dict() for s in sessions],
+                   "updated": time.time()}
         write_atomic(self._path(key, mode), json.dumps(payload, indent=1))

@@ -23,9 +23,26 @@ class TimingConfig:
 
     warmup_calls: int = 5
     min_calls: int = 20
-    max_calls: int = 100
-    target_seconds: float = 1.0       # stop once this much time has been measured
-    flush_cache: bool = True          # overwrite 2x the last-level cache before each call
+    max_calls: int = 200
+    target_seconds: float = 2.0       # stop once this much time has been measured
+    # Stop earlier once the median is known this well (relative half-width of its 95% interval);
+    # None: the backend's default (timing.PRECISION).
+    precision: float | None = None
+    # A median less certain than this is not believed, and no speedup is claimed (None: the
+    # backend's default, timing.MAX_UNCERTAINTY).
+    max_uncertainty: float | None = None
+    # How far the reference, timed beside the candidate, may stray from its eager baseline before
+    # the machine is taken to have changed and no speedup is claimed (None: the backend's
+    # default, timing.DRIFT_TOLERANCE).
+    drift_tolerance: float | None = None
+    flush_cache: bool = True          # read 2x the last-level cache before each call
+    # Baselines are timed in this many fresh processes (None: timing.BASELINE_SESSIONS for the
+    # backend), and in more, up to the maximum, while a session's median is less precise than
+    # ``precision`` or the sessions' medians lie further apart than the tolerance (None:
+    # timing.BASELINE_TOLERANCE).
+    baseline_sessions: int | None = None
+    max_baseline_sessions: int = 5
+    baseline_tolerance: float | None = None
     # cpu backend: torch and OpenMP threads for every model. One by default, because a fork-join
     # region on a busy machine waits for its slowest thread and timings stop meaning anything.
     cpu_threads: int = 1
@@ -57,8 +74,13 @@ class JudgeConfig:
     isolate_network: bool = True
     confine_filesystem: bool = True   # candidate writes only to its private directory (Landlock)
     drop_privileges: bool = True      # when the judge runs as root, candidates run as nobody
+    worker_python: str | None = None  # the interpreter workers run (default: this one)
     static_checks: bool = True        # scan the sources for forbidden constructs before building
     runtime_checks: bool = True       # record ATen ops, GPU kernels, threads and flags in forward
     floor_slack: float | None = 4.0   # times below (physical floor / slack) fail closed; None: off
     seed: int | None = None           # fixes the secret seeds; for tests and reproduction only
     keep_samples: bool = False        # put every timed call's duration in the verdict
+
+    def __post_init__(self) -> None:
+        # Absolute, once: the compiler, ninja and the workers all run in other directories.
+        object.__setattr__(self, "cache_dir", Path(self.cache_dir).expanduser().absolute())

@@ -48,26 +48,27 @@ from ..solution import MODEL_FILE, Solution, validate_solution
 from ..task import Task
 from . import evidence
 from .audit import TaskAudit
-from .baselines import BaselineCache, BaselineKey
+from .baselines import BaselineCache, BaselineKey, baseline_stats, settled
 from .build import ExtensionBuilder
 from .config import JudgeConfig
-from .correctness import compare_outputs
+from .correctness import CheckResult, compare_outputs
 from .floor import Peaks, floor_ms
 from .reference import ReferenceReport
 from .reward import continuous_reward, milestone_reward
 from .landlock import build_ruleset
-from .sandbox import SandboxPolicy, unprivileged_ids, world_reachable
-from .timing import Session, TimingStats, consistency_problem, integrity_problem
+from .sandbox import SandboxPolicy, unprivileged_ids, unreachable_for_others
+from .session import TimedSession, interleave
+from .timing import (BASELINE_SESSIONS, BASELINE_TOLERANCE, DRIFT_TOLERANCE, MAX_UNCERTAINTY, PRECISION, Session,
+                     TimingStats, consistency_problem, drift_problem, integrity_problem, stability_problem)
 from .toolchain import Toolchain, detect_toolchain, find_cuda_home
 from .verdict import Verdict, Violation, render_feedback
 from .workers import PACKAGE_PARENT, WorkerError, WorkerProcess, WorkerSpec
 
 STAGES = ("compile", "verify", "profile")
 # How each check varies the inputs (see worker.transform_inputs); weights are perturbed from the
-# second check on, and the GPU-kernel record is taken on the second check, once warmed up.
+# second check on. The GPU-kernel record is taken on the last check: the profiler it needs starts
+# in the background when the candidate process starts (about a second), and by then it is ready.
 CHECK_TRANSFORMS = ("none", "none", "scale_up", "shift", "scale_down")
-KERNEL_RECORD_CHECK = 1
-CALIBRATION_CALLS = 10
 STEP_SPIN_S = 0.05
 Progress = Callable[[str], None]
 
@@ -82,12 +83,13 @@ class Judge:
     def __init__(self, config: JudgeConfig | None = None, progress: Progress | None = None):
         self.config = config or JudgeConfig()
         self.backend = resolve_backend(self.config.backend)
-        self.cache_dir = Path(self.config.cache_dir)
+        self.cache_dir = self.config.cache_dir
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.progress = progress or (lambda message: None)
         self.baselines = BaselineCache(self.cache_dir)
         self._builder: ExtensionBuilder | None = None
         self._rng = random.Random(self.config.seed) if self.config.seed is not None else random.SystemRandom()
+        self._unreachable: list[str] | None = None
 
     # -- public API ---------------------------------------------------------------------------
     def compile(self, task: Task, solution: Solution) -> Verdict:
@@ -158,10 +160,12 @@ class Judge:
         except _Stop:
             pass
         verdict.seconds["total"] = time.perf_counter() - started
-        verdict.reward = milestone_reward(verdict.correct, _median(verdict, "candidate"),
-                                          _median(verdict, "eager"), _median(verdict, "compile"), cfg.margin)
-        verdict.reward_continuous = continuous_reward(verdict.correct, _median(verdict, "candidate"),
-                                                      _median(verdict, "compile"))
+        # A time the judge does not believe (timing.stability_problem) earns no speed milestone.
+        believed = verdict.timing_integrity.get("stable", True)
+        candidate = _median(verdict, "candidate") if believed else None
+        verdict.reward = milestone_reward(verdict.correct, candidate, _median(verdict, "eager"),
+                                          _median(verdict, "compile"), cfg.margin)
+        verdict.reward_continuous = continuous_reward(verdict.correct, candidate, _median(verdict, "compile"))
         if stage == "compile" and verdict.status == "ok":
             verdict.feedback = "compiled successfully (not yet verified)"
         else:
@@ -198,6 +202,21 @@ class Judge:
             verdict.details = result.log
             _fail(verdict, "compile_error", result.errors)
         return result.module_path
+
+    def unreachable_for_candidates(self) -> list[str]:
+        """What an unprivileged candidate process would need and could not reach (checked once
+        per judge: the interpreter, its import path, the package, the torch install)."""
+        if self._unreachable is None:
+            import torch
+
+            self._unreachable = unreachable_for_others(
+                self.python, [Path(PACKAGE_PARENT), Path(torch.__file__).parent])
+        return self._unreachable
+
+    @property
+    def python(self) -> str:
+        """The interpreter every worker runs."""
+        return self.config.worker_python or sys.executable
 
     def timing_placement(self) -> tuple[list[int], int | None]:
         """Cores for a timing session: the worker's timing thread, and the judge's own thread.
@@ -272,6 +291,10 @@ def _shared_runs_dir() -> Path:
     return path
 
 
+def _add_seconds(verdict: Verdict, part: str, since: float) -> None:
+    verdict.seconds[part] = verdict.seconds.get(part, 0.0) + time.perf_counter() - since
+
+
 def _median(verdict: Verdict, which: str) -> float | None:
     stats = verdict.timings.get(which)
     return stats.median_ms if stats else None
@@ -287,6 +310,33 @@ def _fail(verdict: Verdict, status: str, error: str, details: str = "", fault: s
         verdict.notes.append(f"this failure is the {fault}'s, not the candidate's")
     verdict.settings["fault"] = fault
     raise _Stop
+
+
+def check_inputs(ref: dict, got: dict, index: int, cfg: JudgeConfig) -> CheckResult | None:
+    """A failed check if the candidate's forward left its inputs other than the reference's
+    forward left them: unchanged where the reference changes nothing, the reference's values
+    (within tolerance) where it does. None when they agree."""
+    before, after, cand = ref["inputs_before"], ref["inputs_after"], got["inputs_after"]
+    if len(cand) != len(after):
+        return CheckResult(index, False, message="the candidate reported the wrong number of inputs", phase="inputs")
+    for k, (b, a, c) in enumerate(zip(before, after, cand)):
+        if b == a:
+            if c != a:
+                return CheckResult(index, False, phase="inputs", message=(
+                    f"forward changed its input {k} (argument {k + 1}), which the reference leaves as it "
+                    "was: compute into memory of your own, never into the inputs"))
+            continue
+        got_value = got["inputs"].get(str(k))
+        if got_value is None:
+            return CheckResult(index, False, phase="inputs",
+                               message=f"the candidate did not report input {k}, which forward changes")
+        check = compare_outputs(got_value, ref["inputs"][str(k)], index, cfg.atol, cfg.rtol,
+                                norm_rtol=cfg.norm_rtol)
+        if not check.passed:
+            check.phase = "inputs"
+            check.message = f"input {k} after forward (the reference changes it in place): {check.message}"
+            return check
+    return None
 
 
 def _matches(value: Any, kind: Any) -> bool:
@@ -355,13 +405,16 @@ class _Run:
         if not self.cfg.drop_privileges:
             return None, False, "root: dropping privileges is switched off"
         ids = unprivileged_ids()
-        import torch
-
-        needed = [Path(PACKAGE_PARENT), Path(sys.prefix), Path(torch.__file__).parent]
-        unreachable = [str(p) for p in needed if not world_reachable(p)]
-        if ids is None or unreachable:
-            why = "no unprivileged user" if ids is None else "an unprivileged user cannot read " + ", ".join(unreachable)
-            return None, True, f"uid 0 without capabilities ({why})"
+        if ids is None:
+            return None, True, "uid 0 without capabilities (no unprivileged user)"
+        unreachable = self.judge.unreachable_for_candidates()
+        if unreachable:
+            return None, True, ("uid 0 without capabilities: an unprivileged user cannot reach "
+                                + ", ".join(unreachable[:4]) + (" and more" if len(unreachable) > 4 else "")
+                                + ". To run candidates as another user, let other users reach the Python "
+                                "installation (chmod o+rx on it and o+x on every directory above it), or "
+                                "install Python outside a private home, or name such an interpreter with "
+                                "JudgeConfig(worker_python=...)")
         return ids, False, f"dropped to uid {ids[0]}"
 
     def _candidate_home(self) -> Path:
@@ -424,7 +477,7 @@ class _Run:
                                    drop_capabilities=self.drop_capabilities)
         name = f"{role}-{mode}" if role == "reference" else role
         spec = WorkerSpec(role=name, run_dir=self.dir, policy=policy, env=self._env(role),
-                          memory_limit_bytes=self.cfg.memory_limit_bytes)
+                          memory_limit_bytes=self.cfg.memory_limit_bytes, python=self.judge.python)
         worker = WorkerProcess(spec)
         with self._lock:
             self.stack.callback(worker.close)
@@ -517,12 +570,15 @@ class _Run:
             self._load_weights(self._seed(), perturb=i > 0)
             seed = self._seed()
             transform = CHECK_TRANSFORMS[i % len(CHECK_TRANSFORMS)]
+            key = self._seed()
             ref = self._call(self.ref, "run", cfg.call_timeout_s,
                              {"input_seed": seed, "transform": transform, "audit": True,
-                              "tolerance": [cfg.atol, cfg.rtol]},
-                             expect={"output": object, "transform": str, "identity_passes": bool})
+                              "tolerance": [cfg.atol, cfg.rtol], "digest_key": key},
+                             expect={"output": object, "transform": str, "identity_passes": bool,
+                                     "inputs_before": list, "inputs_after": list, "inputs": dict})
             record = {"ops": cfg.runtime_checks,
-                      "kernels": cfg.runtime_checks and self.judge.backend == "cuda" and i == KERNEL_RECORD_CHECK}
+                      "kernels": cfg.runtime_checks and self.judge.backend == "cuda" and i == cfg.num_checks - 1}
+            changed = [int(k) for k in ref["inputs"]]
             got = self._call(self.cand, "run", cfg.call_timeout_s,
                              {"input_seed": seed, "transform": ref["transform"], "record": record},
                              expect={"output": object, "evidence": dict})
@@ -530,6 +586,12 @@ class _Run:
                 self._assess(got["evidence"], record, warm=i > 0 or self.judge.backend == "cpu")
             v.checks.append(compare_outputs(got["output"], ref["output"], i, cfg.atol, cfg.rtol,
                                             norm_rtol=cfg.norm_rtol))
+            if v.checks[-1].passed:
+                left = self._call(self.cand, "inputs", cfg.call_timeout_s,
+                                  {"digest_key": key, "return_inputs": changed},
+                                  expect={"inputs_after": list, "inputs": dict})
+                if changed_inputs := check_inputs(ref, left, i, cfg):
+                    v.checks.append(changed_inputs)
             audit.add(ref["output"], ref["identity_passes"])
         v.seconds["verify"] = time.perf_counter() - t0
         if findings := audit.findings():
@@ -576,131 +638,165 @@ class _Run:
         self.weight_seed = weight_seed
 
     # -- stage 3 ------------------------------------------------------------------------------
-    def _session(self, worker: WorkerProcess, label: str, keep: bool, calls: int | None = None
-                 ) -> tuple[Session, list[int]]:
-        """Drive one timing session; return the timed calls' measurements and their seeds.
-
-        The judge sends each call's seed only when the call is due, and times the prepare and go
-        steps on its own clock. ``calls`` fixes the number of timed calls (a calibration run).
-        """
+    def _timed(self, worker: WorkerProcess, label: str, keep: bool, follows: TimedSession | None = None
+               ) -> TimedSession:
+        """A timing session for ``worker``; one that ``follows`` another ends with it."""
         t, cfg = self.cfg.timing, self.cfg
-        warmup = t.warmup_calls if calls is None else 2
-        min_calls, max_calls = (t.min_calls, t.max_calls) if calls is None else (calls, calls)
-        session, seeds = Session(), []
-        self.judge.progress(f"timing {label}")
-        worker_cores, judge_core = self.judge.timing_placement()
+        worker_cores, _ = self.judge.timing_placement()
+        return TimedSession(worker, label, keep=keep, warmup=t.warmup_calls, min_calls=t.min_calls,
+                            max_calls=t.max_calls, precision=self.precision, target_seconds=t.target_seconds,
+                            window=self.judge.backend == "cuda", exchange=self._call, post=self._post,
+                            seed=self._seed, call_timeout_s=cfg.call_timeout_s,
+                            warm_timeout_s=cfg.timing_timeout_s, cores=worker_cores, follows=follows)
+
+    @property
+    def precision(self) -> float:
+        return self.cfg.timing.precision or PRECISION[self.judge.backend]
+
+    @property
+    def max_uncertainty(self) -> float:
+        return self.cfg.timing.max_uncertainty or MAX_UNCERTAINTY[self.judge.backend]
+
+    @property
+    def drift_tolerance(self) -> float:
+        return self.cfg.timing.drift_tolerance or DRIFT_TOLERANCE[self.judge.backend]
+
+    def _time_sessions(self, sessions: list[TimedSession]) -> None:
+        """Run sessions interleaved call by call, with the device to themselves; fail the run if
+        a session's numbers contradict themselves."""
+        self.judge.progress("timing " + " and ".join(s.label for s in sessions))
+        _, judge_core = self.judge.timing_placement()
+
+        def overran(session: TimedSession) -> None:
+            session.worker.kill()
+            self._worker_failed(session.worker.spec.role, WorkerError(
+                "timeout", f"timing did not finish within {self.cfg.timing_timeout_s:.0f} s"))
+
         with self.judge.timing_lock(), _pinned_thread(judge_core):
-            started = time.perf_counter()
-            self._post(worker, {"cmd": "time", "max_calls": max_calls, "cores": worker_cores, "keep": keep})
-            for i in range(warmup + max_calls):
-                timed = i >= warmup
-                # Early calls may compile (torch.compile, lazy module loading): the long limit.
-                limit = cfg.call_timeout_s if timed else cfg.timing_timeout_s
-                seed = self._seed()
-                t0 = time.perf_counter()
-                ready = self._call(worker, None, limit, {"step": "prepare", "seed": seed}, expect={"full": bool})
-                if ready["full"] and timed and keep:
-                    break  # no room left to keep this call's output for checking
-                t1 = time.perf_counter()
-                reply = self._call(worker, None, limit, {"step": "go", "keep": keep and timed},
-                                   expect={"host_ms": float, "device_ms": (float, type(None)), "threads": int})
-                t2 = time.perf_counter()
-                if timed:
-                    session.threads_grown += reply["threads"] > 0
-                    seeds.append(seed)
-                    session.host_ms.append(reply["host_ms"])
-                    if reply["device_ms"] is not None:
-                        session.device_ms.append(reply["device_ms"])
-                    session.prepare_ms.append((t1 - t0) * 1e3)
-                    session.go_ms.append((t2 - t1) * 1e3)
-                    if len(seeds) >= min_calls and sum(session.host_ms) >= t.target_seconds * 1e3:
-                        break
-                if time.perf_counter() - started > cfg.timing_timeout_s:
-                    worker.kill()
-                    self._worker_failed(worker.spec.role, WorkerError(
-                        "timeout", f"timing did not finish within {cfg.timing_timeout_s:.0f} s"))
-            final = self._call(worker, None, cfg.call_timeout_s, {"step": "stop"}, expect={"calls": int})
-        problem = consistency_problem(session)
-        if final["calls"] != (len(seeds) if keep else 0):
-            problem = f"the worker kept {final['calls']} outputs of {len(seeds)} timed calls"
-        if problem:
-            if worker.spec.role == "candidate":
-                self.verdict.violations.append(Violation("timing_integrity", MODEL_FILE, None, problem))
-            self._worker_failed(worker.spec.role, WorkerError("runtime_error",
-                                                              f"timing of {label} is not credible: {problem}"))
-        return session, seeds
+            interleave(sessions, self.cfg.timing_timeout_s, overran)
+            kept = [s.finish() for s in sessions]
+        for s, calls in zip(sessions, kept):
+            problem = consistency_problem(s.session)
+            if calls != (len(s.seeds) if s.keep else 0):
+                problem = f"the worker kept {calls} outputs of {len(s.seeds)} timed calls"
+            if problem:
+                if s.worker.spec.role == "candidate":
+                    self.verdict.violations.append(Violation("timing_integrity", MODEL_FILE, None, problem))
+                self._worker_failed(s.worker.spec.role, WorkerError(
+                    "runtime_error", f"timing of {s.label} is not credible: {problem}"))
 
     def profile(self) -> None:
-        v, cfg = self.verdict, self.cfg
+        v, cfg, backend = self.verdict, self.cfg, self.judge.backend
         v.stage = "profile"
         t0 = time.perf_counter()
         self._load_weights(self._seed())
-        # Overheads are compared between two processes timed one after the other, so a burst of
-        # load on the machine during one of them looks like hidden work. The pair is timed again
-        # (up to timing_attempts), and only an attempt that passes counts: its timings are the
-        # ones reported and its kept outputs are rechecked. Each attempt is held to the smallest
-        # reference overheads seen so far, so retrying never loosens the bound, and every failed
-        # attempt is recorded in the verdict.
+        # The candidate is timed with the trusted reference's calibration calls interleaved, so
+        # that both see the same load: the reference's overheads (prepare, channel, gap) bound
+        # the candidate's (timing.integrity_problem), and where a settled eager baseline exists,
+        # the reference's time shows whether the machine is as it was when that was taken. A pair
+        # that fails either is timed again (up to timing_attempts); only an attempt that passes
+        # counts. Each attempt is held to the smallest reference overheads seen so far, so
+        # retrying never loosens the bound, and every failed attempt is recorded in the verdict.
+        eager = self._settled_baseline("eager")
         calibrations: list[Session] = []
         failed_attempts: list[str] = []
+        problem = unsteady = None
         for attempt in range(1, max(1, cfg.timing_attempts) + 1):
-            session, seeds = self._session(self.cand, "candidate", keep=True)
+            cand = self._timed(self.cand, "candidate", keep=True)
+            calibration = self._timed(self.ref, "reference (calibration)", keep=True, follows=cand)
+            started = time.perf_counter()
+            self._time_sessions([cand, calibration])
+            _add_seconds(v, "timing", started)
+            session, seeds = cand.session, cand.seeds
             v.timings["candidate"] = TimingStats.from_session(session, cfg.keep_samples)
             if cfg.runtime_checks and session.threads_grown:
                 v.timings["candidate"] = None
                 v.violations += evidence.assess_threads(0, session.threads_grown, MODEL_FILE)
                 _fail(v, "forbidden", f"{session.threads_grown} timed call(s) returned with a thread still running")
+            started = time.perf_counter()
             self._recheck(seeds)
+            _add_seconds(v, "recheck", started)
 
-            # The same steps in the trusted reference process show what honest overheads look like.
-            calibration, _ = self._session(self.ref, "reference (calibration)", keep=True,
-                                           calls=CALIBRATION_CALLS)
-            calibrations.append(calibration)
-            reference = TimingStats.from_session(calibration)
-            problem = integrity_problem(session, calibrations, self.judge.backend)
+            calibrations.append(calibration.session)
+            reference = TimingStats.from_session(calibration.session)
+            problem = integrity_problem(session, calibrations, backend)
+            unsteady = (stability_problem(v.timings["candidate"], self.max_uncertainty)
+                        or drift_problem(reference, eager, self.drift_tolerance))
             v.timing_integrity = {
                 "candidate_prepare_ms": v.timings["candidate"].prepare_median_ms,
                 "reference_prepare_ms": reference.prepare_median_ms,
                 "candidate_channel_ms": v.timings["candidate"].channel_median_ms,
                 "reference_channel_ms": reference.channel_median_ms,
+                "candidate_gap_ms": v.timings["candidate"].gap_median_ms,
+                "reference_gap_ms": reference.gap_median_ms,
+                "reference_ms": reference.median_ms,
+                "precision": v.timings["candidate"].precision,
                 "attempts": attempt, "failed_attempts": list(failed_attempts),
             }
-            if problem is None:
+            if problem is None and unsteady is None:
                 break
-            failed_attempts.append(problem)
-            self.judge.progress(f"timing overheads out of line ({problem}); timing again")
+            failed_attempts.append(problem or unsteady)
+            self.judge.progress(f"timing not believed ({problem or unsteady}); timing again")
         if problem:
             v.timings["candidate"] = None
             v.timing_integrity["failed_attempts"] = failed_attempts
             v.violations.append(Violation("timing_integrity", MODEL_FILE, None, problem))
             _fail(v, "runtime_error", f"the candidate's timing is not credible in {attempt} attempt(s): "
                                       f"{problem}")
+        v.timing_integrity["stable"] = unsteady is None
+        if unsteady:
+            v.timing_integrity["failed_attempts"] = failed_attempts
+            v.notes.append(f"no speedup is claimed: {unsteady}")
         if cfg.floor_slack:
+            started = time.perf_counter()
             self._check_floor(seeds[0])
+            _add_seconds(v, "floor", started)
 
         self.cand.close()  # nothing it left behind may run while the baselines are timed
+        started = time.perf_counter()
         self.baselines()
+        _add_seconds(v, "baselines", started)
         v.seconds["profile"] = time.perf_counter() - t0
-        cand = v.timings["candidate"].median_ms
-        v.speedup_vs_eager = v.timings["eager"].median_ms / cand
-        v.speedup_vs_compile = v.timings["compile"].median_ms / cand
+        if unsteady is None:
+            cand_ms = v.timings["candidate"].median_ms
+            v.speedup_vs_eager = v.timings["eager"].median_ms / cand_ms
+            v.speedup_vs_compile = v.timings["compile"].median_ms / cand_ms
+
+    def _settled_baseline(self, mode: str) -> TimingStats | None:
+        """A cached baseline whose sessions agree, or None (never cached, or not settled)."""
+        if not self.cfg.use_baseline_cache:
+            return None
+        key = self.judge.baseline_key(self.task, self.device_info)
+        sessions = self.judge.baselines.get(key, mode)
+        stats = baseline_stats(sessions, self._baseline_tolerance, 0, self.precision) if sessions else None
+        return stats if stats is not None and stats.stable else None
+
+    @property
+    def _baseline_tolerance(self) -> float:
+        return self.cfg.timing.baseline_tolerance or BASELINE_TOLERANCE[self.judge.backend]
 
     def baselines(self) -> None:
         """Eager and torch.compile timings of the reference with the current weights, each in
-        a fresh trusted process, from the cache when this device has timed the task before."""
-        v, cfg = self.verdict, self.cfg
+        fresh trusted processes (timing.py: several, until their medians agree), from the cache
+        when this device has settled them for the task before."""
+        v, cfg, t = self.verdict, self.cfg, self.cfg.timing
         key = self.judge.baseline_key(self.task, self.device_info)
+        tolerance = self._baseline_tolerance
+        minimum = t.baseline_sessions or BASELINE_SESSIONS[self.judge.backend]
         for mode in ("eager", "compile"):
-            cached = self.judge.baselines.get(key, mode) if cfg.use_baseline_cache else None
-            if cached is None:
+            sessions = self.judge.baselines.get(key, mode) if cfg.use_baseline_cache else []
+            fresh = 0
+            while not settled(sessions, tolerance, minimum, t.max_baseline_sessions, self.precision):
                 (worker,) = self.start_workers(("reference", mode))
                 self._call(worker, "init_model", cfg.call_timeout_s,
                            {"weight_seed": self.weight_seed, "return_state": False})
-                baseline, _ = self._session(worker, "eager" if mode == "eager" else "torch.compile", keep=False)
+                timed = self._timed(worker, "eager" if mode == "eager" else "torch.compile", keep=False)
+                self._time_sessions([timed])
                 worker.close()
-                cached = TimingStats.from_session(baseline, cfg.keep_samples)
-                self.judge.baselines.put(key, mode, cached)
-            v.timings[mode] = cached
+                sessions.append(TimingStats.from_session(timed.session, cfg.keep_samples))
+                fresh += 1
+                self.judge.baselines.put(key, mode, sessions)  # each session kept as it comes
+            v.timings[mode] = baseline_stats(sessions, tolerance, fresh, self.precision)
 
     def check_reference(self, report: ReferenceReport) -> None:
         """Two forwards of the same inputs and weights, the second from another random state,
@@ -735,8 +831,15 @@ class _Run:
     def _check_floor(self, seed: int) -> None:
         """Fail closed on a time no correct forward can take on this device."""
         v = self.verdict
-        workload = self._call(self.ref, "workload", self.cfg.call_timeout_s, {"input_seed": seed},
-                              expect={"flops": float, "output_bytes": float})
+        path = self.judge.cache_dir / "workloads" / f"{self.task.sha256}-{self.judge.backend}.json"
+        try:
+            workload = {k: float(v) for k, v in json.loads(path.read_text()).items()}
+        except (OSError, ValueError, TypeError, AttributeError):
+            workload = self._call(self.ref, "workload", self.cfg.call_timeout_s, {"input_seed": seed},
+                                  expect={"flops": float, "output_bytes": float})
+            workload = {"flops": workload["flops"], "output_bytes": workload["output_bytes"]}
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, json.dumps(workload))
         floor = floor_ms(workload, self._peaks(), self.cfg.floor_slack)
         v.timing_integrity.update({"floor_ms": floor, "flops": workload["flops"],
                                    "output_bytes": workload["output_bytes"]})
@@ -744,7 +847,7 @@ class _Run:
         if median < floor:
             v.timings["candidate"] = None
             message = (f"{median:.4g} ms is below the physical floor of {floor:.4g} ms for this task "
-                       f"({workload['output_bytes']:.3g} output bytes, {workload['flops']:.3g} FLOPs)")
+                       f"(writing its {workload['output_bytes']:.3g} output bytes)")
             v.violations.append(Violation("impossible_time", MODEL_FILE, None, message))
             _fail(v, "runtime_error", f"the candidate's time is impossible: {message}")
 

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
+import json
 import os
 import resource
 import stat
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,16 +81,47 @@ def unprivileged_ids() -> tuple[int, int] | None:
     return entry.pw_uid, entry.pw_gid
 
 
-def world_reachable(path: Path) -> bool:
-    """Whether any user can reach ``path`` (o+x on every directory above, o+r on it)."""
-    path = path.resolve()
-    try:
-        mode = path.stat().st_mode
-        if (mode & 0o005) != 0o005 if stat.S_ISDIR(mode) else not mode & 0o004:
+def world_reachable(path: Path, executable: bool = False) -> bool:
+    """Whether any user can reach ``path`` (o+x on every directory above, o+r on it, o+x too for
+    an executable), both as named and as its links resolve: a link into a private directory
+    is as unreachable as the directory."""
+    path = Path(path)
+    for candidate in {path.absolute(), path.resolve()}:
+        try:
+            mode = candidate.stat().st_mode
+            if stat.S_ISDIR(mode) or executable:
+                if (mode & 0o005) != 0o005:
+                    return False
+            elif not mode & 0o004:
+                return False
+            if not all(parent.stat().st_mode & 0o001 for parent in candidate.parents):
+                return False
+        except OSError:
             return False
-        return all(parent.stat().st_mode & 0o001 for parent in path.parents)
-    except OSError:
-        return False
+    return True
+
+
+@functools.lru_cache(maxsize=8)
+def interpreter_paths(interpreter: str) -> tuple[str, ...]:
+    """What ``interpreter`` reads when it starts as a worker does (isolated mode): its prefixes
+    and every entry of its import path. Empty if it cannot be asked."""
+    probe = "import json, sys; print(json.dumps([sys.prefix, sys.base_prefix] + sys.path))"
+    try:
+        out = subprocess.run([interpreter, "-I", "-c", probe], capture_output=True, text=True, timeout=60)
+        entries = json.loads(out.stdout.strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+        return ()
+    return tuple(dict.fromkeys(p for p in entries if p and os.path.exists(p)))
+
+
+def unreachable_for_others(interpreter: str, extra: list[Path]) -> list[str]:
+    """Paths a worker run as another user needs and could not reach: the interpreter itself,
+    what it imports from, and ``extra`` (the package, the run directories)."""
+    missing = [] if world_reachable(Path(interpreter), executable=True) else [interpreter]
+    for path in [*map(Path, interpreter_paths(interpreter)), *extra]:
+        if not world_reachable(path) and str(path) not in missing:
+            missing.append(str(path))
+    return missing
 
 
 def worker_environment(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -95,6 +95,10 @@ def _ms(stats: TimingStats | None) -> str:
     return f"{stats.median_ms:.4g} ms" if stats else "n/a"
 
 
+def _times(speedup: float | None) -> str:
+    return f" ({speedup:.2f}x)" if speedup is not None else ""
+
+
 def render_feedback(v: Verdict) -> str:
     """A short report for the candidate's author: what happened and what to look at."""
     lines: list[str] = []
@@ -114,6 +118,8 @@ def render_feedback(v: Verdict) -> str:
         if first is not None and first.phase == "timing":
             lines.append("incorrect: an output produced during timing does not match the reference "
                          "(every timed call must compute the real result)")
+        elif first is not None and first.phase == "inputs":
+            lines.append("incorrect: forward leaves its inputs other than the reference does")
         else:
             lines.append(f"incorrect: {len(failed)} of {len(verify)} checks failed")
         if first is not None:
@@ -130,13 +136,15 @@ def render_feedback(v: Verdict) -> str:
         if t.get("candidate"):
             parts = [f"candidate {_ms(t['candidate'])}"]
             if t.get("eager"):
-                parts.append(f"eager {_ms(t['eager'])} ({v.speedup_vs_eager:.2f}x)")
+                parts.append(f"eager {_ms(t['eager'])}{_times(v.speedup_vs_eager)}")
             if t.get("compile"):
-                parts.append(f"torch.compile {_ms(t['compile'])} ({v.speedup_vs_compile:.2f}x)")
+                parts.append(f"torch.compile {_ms(t['compile'])}{_times(v.speedup_vs_compile)}")
             lines.append("  ".join(parts))
             meaning = {3: "more than 5% faster than eager and torch.compile",
                        2: "more than 5% faster than eager, not than torch.compile",
                        1: "correct, but not more than 5% faster than eager"}
+            if v.timing_integrity.get("stable") is False:
+                meaning[1] = "correct; the timing was not stable enough to claim a speedup"
             lines.append(f"reward {v.reward}: {meaning[v.reward]}")
     if v.violations and v.status != "forbidden":
         lines.append("warnings:")

@@ -109,6 +109,49 @@ def perturb_parameters(model: Any, seed: int) -> None:
             param.mul_(factor.to(param.device, param.dtype)).add_(noise.to(param.device, param.dtype))
 
 
+DIGEST_CHUNK = 1 << 20
+
+
+def input_digests(values: list[Any], key: int) -> list[int | None]:
+    """A keyed checksum of each tensor's bytes (None for other values), to tell whether a call
+    changed its inputs. Every word is weighted by its position (a table drawn from ``key``,
+    scaled per chunk), so moving values around changes it as surely as changing them."""
+    import torch
+
+    out: list[int | None] = []
+    table: dict[torch.device, torch.Tensor] = {}
+    for value in values:
+        if not isinstance(value, torch.Tensor):
+            out.append(None)
+            continue
+        try:
+            flat = value.detach().reshape(-1).contiguous().view(torch.uint8)
+        except (RuntimeError, TypeError):  # a layout with no flat bytes (sparse, quantized)
+            out.append(_bytes_digest(value, key))
+            continue
+        words = flat.view(torch.int32) if flat.numel() % 4 == 0 else flat
+        if words.device not in table:
+            generator = torch.Generator().manual_seed(key % 2**63)
+            table[words.device] = torch.randint(1, 1 << 20, (DIGEST_CHUNK,), generator=generator,
+                                                dtype=torch.int64).to(words.device)
+        weights = table[words.device]
+        digest = (value.numel() * 0x9E3779B97F4A7C15 + len(value.shape)) % 2**64
+        for i, offset in enumerate(range(0, words.numel(), DIGEST_CHUNK)):
+            chunk = words[offset:offset + DIGEST_CHUNK].to(torch.int64)
+            part = int((chunk * weights[:chunk.numel()]).sum().item())
+            digest = (digest * 1_000_003 + part * (2 * i + 1)) % 2**64
+        out.append(digest)
+    return out
+
+
+def _bytes_digest(value: Any, key: int) -> int:
+    import hashlib
+    import pickle
+
+    data = pickle.dumps(value.detach().cpu())
+    return int.from_bytes(hashlib.blake2b(data, key=key.to_bytes(8, "little"), digest_size=8).digest(), "little")
+
+
 def _check_output_types(value: Any) -> None:
     """Outputs are plain tensors (or structures of them): a subclass could defer its work until
     the judge reads it, after the clock has stopped."""
@@ -226,6 +269,8 @@ class Worker:
         self.source_files: dict[str, str] = {}
         self._flush_buffer = None
         self._persisting_l2: Callable[[], None] | None = None
+        self._cycles_per_ms: float | None = None
+        self._last_inputs: list[Any] | None = None
         self.fd_in = self.fd_out = -1
 
     # -- helpers --------------------------------------------------------------------------
@@ -382,6 +427,8 @@ class Worker:
             with torch.no_grad():
                 return self.model(*inputs)
 
+        key = msg.get("digest_key") if self.role == "reference" else None
+        before = input_digests(inputs, key) if key is not None else None
         threads_before = recording.thread_count()
         if record.get("kernels") and self.device == "cuda":
             output, evidence["kernels"] = recording.record_kernels(forward)
@@ -394,9 +441,18 @@ class Worker:
         if self.role == "reference" and transform != "none" and not _all_finite(output):
             transform = "none"
             inputs = self.make_inputs(msg["input_seed"])
+            before = input_digests(inputs, key) if key is not None else None
             output = forward()
             self.synchronize()
         reply: dict[str, Any] = {"output": output, "transform": transform}
+        self._last_inputs = inputs
+        if key is not None:
+            # The reference's inputs before and after its forward, and the values of any input
+            # it changes in place, for the judge to hold the candidate's to (see ``inputs``).
+            reply.update(self.inputs({"digest_key": key}))
+            reply["inputs_before"] = before
+            changed = [i for i, (b, a) in enumerate(zip(before, reply["inputs_after"])) if b != a]
+            reply["inputs"] = {str(i): inputs[i] for i in changed}
         if self.role == "candidate":
             evidence["threads_before"] = threads_before
             evidence["threads_after"] = recording.thread_count()
@@ -424,17 +480,20 @@ class Worker:
         """A timing session, driven one step at a time by the judge.
 
         ``prepare`` (seed) builds that call's inputs, flushes the cache and synchronises;
-        ``go`` makes the timed call; ``stop`` ends the session. The judge times both kinds of
-        step on its own clock, so time spent outside the measured call shows up there; and it
-        sends each seed only when that call is due, so nothing can be computed ahead.
+        ``go`` (window) makes the timed call; ``stop`` ends the session. On the cuda backend the
+        call is queued behind a device-side wait of ``window_ms`` and bracketed by CUDA events,
+        so the events time the device's work while the host's path through the call overlaps the
+        wait (see ``timing``). The judge times both kinds of step on its own clock, so time spent
+        outside the measured call shows up there; and it sends each seed only when that call is
+        due, so nothing can be computed ahead.
         """
         import torch
 
         from . import protocol, recording
 
         cuda = self.device == "cuda"
-        start = torch.cuda.Event(enable_timing=True) if cuda else None
-        end = torch.cuda.Event(enable_timing=True) if cuda else None
+        waited, start, end = ((torch.cuda.Event(enable_timing=True) for _ in range(3)) if cuda
+                              else (None, None, None))
         budget = int(torch.cuda.mem_get_info()[0] * KEEP_DEVICE_FRACTION) if cuda else KEEP_HOST_BYTES
         kept = KeptOutputs(self.device, budget, int(msg.get("max_calls", 100)))
         keeping = bool(msg.get("keep", True))  # baselines keep nothing
@@ -449,8 +508,13 @@ class Worker:
         gc.disable()  # a collection inside a timed call would be noise, for every model alike
         try:
             with torch.no_grad():
+                spin = SPIN_S
                 while True:
-                    step = protocol.receive(self.fd_in, max_bytes=1 << 20, spin_s=SPIN_S)
+                    step = protocol.receive(self.fd_in, max_bytes=1 << 20, spin_s=spin)
+                    # Poll for the next step right after this one, unless the judge says it
+                    # comes later (interleaved sessions): then sleep and leave the core free.
+                    linger = step.get("linger_s")
+                    spin = SPIN_S if linger is None else float(linger)
                     kind = step.get("step")
                     if kind == "prepare":
                         inputs = self.make_inputs(step["seed"])
@@ -459,11 +523,16 @@ class Worker:
                         # Whether this call's output could still be kept: if not, the judge stops.
                         protocol.send(self.fd_out, {"ok": True, "full": kept.full})
                     elif kind == "go":
+                        cycles = self._window_cycles(float(step.get("window_ms") or 0.0)) if cuda else 0
                         threads_before = recording.thread_count()
                         t0 = _clock_ns()
                         if cuda:
+                            waited.record()
+                            if cycles:
+                                torch.cuda._sleep(cycles)
                             start.record()
                         output = self.model(*inputs)
+                        returned = _clock_ns()
                         if cuda:
                             end.record()
                         self.synchronize()
@@ -475,8 +544,9 @@ class Worker:
                             raise WorkerFailure(ERROR_RUNTIME, "a timed output changed size between calls")
                         if keeping and not step.get("keep"):
                             kept.reserve(output)  # a warm-up call: make the buffer now
-                        reply = {"ok": True, "host_ms": (t1 - t0) / 1e6,
+                        reply = {"ok": True, "host_ms": (t1 - t0) / 1e6, "call_ms": (returned - t0) / 1e6,
                                  "device_ms": start.elapsed_time(end) if cuda else None,
+                                 "window_ms": waited.elapsed_time(start) if cuda else None,
                                  "threads": recording.thread_count() - threads_before}
                         protocol.send(self.fd_out, reply)
                         del output
@@ -488,6 +558,33 @@ class Worker:
             gc.enable()
             os.sched_setaffinity(0, previous_affinity)
         return {"calls": len(self.kept)}
+
+    def _window_cycles(self, window_ms: float) -> int:
+        """GPU clock cycles for a device-side wait of ``window_ms``, measured on first use (by
+        then the warm-up calls have brought the clock up; a slower clock only lengthens it)."""
+        import torch
+
+        if window_ms <= 0:
+            return 0
+        if self._cycles_per_ms is None:
+            probe = 1_000_000
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            a.record()
+            torch.cuda._sleep(probe)
+            b.record()
+            b.synchronize()
+            self._cycles_per_ms = probe / max(a.elapsed_time(b), 1e-3)
+        return max(1, int(window_ms * self._cycles_per_ms))
+
+    def inputs(self, msg: dict) -> dict:
+        """Keyed checksums of the last ``run``'s inputs as forward left them, and the values of
+        those the judge names. Asked of the candidate only after its outputs were sent, so that
+        nothing here delays the thread and output checks of the call itself."""
+        inputs = self._last_inputs or []
+        wanted = [int(i) for i in msg.get("return_inputs", []) if 0 <= int(i) < len(inputs)]
+        return {"inputs_after": input_digests(inputs, int(msg["digest_key"])),
+                "inputs": {str(i): inputs[i] for i in wanted}}
 
     def outputs(self, msg: dict) -> dict:
         return {"outputs": [self.kept[i] for i in msg["indices"]]}
@@ -546,7 +643,7 @@ def serve(fd_in: int, fd_out: int) -> None:
     worker.fd_in, worker.fd_out = fd_in, fd_out
     handlers: dict[str, Callable[[dict], dict]] = {
         "setup": worker.setup, "init_model": worker.init_model, "load_weights": worker.load_weights,
-        "run": worker.run, "time": worker.time, "outputs": worker.outputs,
+        "run": worker.run, "time": worker.time, "outputs": worker.outputs, "inputs": worker.inputs,
         "workload": worker.workload, "peaks": worker.peaks,
     }
     while True:

@@ -46,6 +46,7 @@ class WorkerSpec:
     policy: SandboxPolicy
     env: dict[str, str]
     memory_limit_bytes: int | None = None
+    python: str = sys.executable  # the interpreter the worker runs
 
 
 def _signal_name(returncode: int) -> str:
@@ -97,11 +98,19 @@ class WorkerProcess:
         log = open(self.log_path, "wb")
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-c", bootstrap, str(to_child_r), str(from_child_w), PACKAGE_PARENT],
+                [self.spec.python, "-I", "-c", bootstrap, str(to_child_r), str(from_child_w), PACKAGE_PARENT],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                 cwd=self.home, pass_fds=(to_child_r, from_child_w), start_new_session=True,
                 preexec_fn=make_preexec(self.spec.policy),
             )
+        except OSError as exc:  # the interpreter or a sandbox step refused, before any Python ran
+            for fd in (to_child_w, from_child_r):
+                os.close(fd)
+            who = f"as uid {self.spec.policy.run_as[0]}" if self.spec.policy.run_as else "in its sandbox"
+            raise WorkerError("runtime_error", f"could not start the {self.spec.role} process {who} with "
+                              f"{self.spec.python}: {exc}. If that user cannot reach the interpreter, let "
+                              "other users read the Python installation or point the judge at one they "
+                              "can (JudgeConfig(worker_python=...))") from None
         finally:
             log.close()
             os.close(to_child_r)

@@ -1,0 +1,140 @@
+"""The judge's side of a timing session: one worker's calls, driven one step at a time.
+
+For every call the judge draws a fresh seed, sends ``prepare`` (the worker builds that call's
+inputs and flushes the cache) and then ``go`` (the timed call), timing both steps on its own
+clock. Seeds are sent only when their call is due, so nothing can be computed ahead. The first
+calls are warm-up (torch.compile compiles there); their host path sets the session's window
+(``timing.window_for``). Timed calls go on until the median is known to the precision wanted, or
+the call budget or time budget is spent.
+
+Several sessions can be interleaved call by call (``interleave``): the candidate's and the
+reference's calibration calls then see the same state of the machine. Each worker's call is
+followed at once by its own next ``prepare``, so work a call leaves running shows in that
+worker's next step rather than hiding behind another worker's. A session that ``follows``
+another ends with it, so both make the same number of calls under the same conditions; and while
+one worker waits for its turn it sleeps rather than polls (``linger_s`` 0 after its prepare), so
+that on a machine with few cores neither steals the other's.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from .timing import Session, median_interval, window_for
+
+if TYPE_CHECKING:
+    from .workers import WorkerProcess
+
+# Exchanges with a worker: (worker, cmd or None for a timing step, timeout, fields, expect).
+Exchange = Callable[..., dict]
+
+
+class TimedSession:
+    """One worker's session; ``step()`` makes one call (warm-up or timed) until it is done."""
+
+    def __init__(self, worker: "WorkerProcess", label: str, *, keep: bool, warmup: int, min_calls: int,
+                 max_calls: int, precision: float, target_seconds: float, window: bool,
+                 exchange: Exchange, post: Callable[["WorkerProcess", dict], None], seed: Callable[[], int],
+                 call_timeout_s: float, warm_timeout_s: float, cores: list[int],
+                 follows: "TimedSession | None" = None):
+        self.worker, self.label, self.keep = worker, label, keep
+        self.warmup, self.min_calls, self.max_calls = warmup, min_calls, max_calls
+        self.precision, self.target_seconds, self.use_window = precision, target_seconds, window
+        self._exchange, self._post, self._seed = exchange, post, seed
+        self.call_timeout_s, self.warm_timeout_s, self.cores = call_timeout_s, warm_timeout_s, cores
+        self.follows = follows
+        self.linger_s: float | None = None  # None: the worker's own default; set by interleave
+        self.session = Session()
+        self.seeds: list[int] = []
+        self.window_ms = 0.0
+        self._warm_calls: list[float] = []
+        self._i = 0                        # calls made so far, warm-up included
+        self._next: tuple[int, float] | None = None   # the prepared call: its seed, prepare ms
+        self.done = False
+
+    def begin(self) -> None:
+        self._post(self.worker, {"cmd": "time", "max_calls": self.max_calls, "cores": self.cores, "keep": self.keep})
+
+    def step(self) -> None:
+        """One call: go on the prepared inputs, then prepare the next call at once, so that any
+        work a call leaves behind lands in this worker's own next step on the judge's clock,
+        never in another session's. Marks the session done when it has enough."""
+        if self.follows is not None and self.follows.done:
+            self.done = True
+        if not self.done and self._next is None:
+            self._prepare()
+        if self.done:
+            return
+        timed = self._i >= self.warmup
+        seed, prepare_ms = self._next
+        self._next = None
+        t1 = time.perf_counter()
+        reply = self._exchange(self.worker, None, self._limit(timed),
+                               {"step": "go", "keep": self.keep and timed, "window_ms": self.window_ms},
+                               expect={"host_ms": float, "call_ms": float, "device_ms": (float, type(None)),
+                                       "window_ms": (float, type(None)), "threads": int})
+        t2 = time.perf_counter()
+        self._i += 1
+        if timed:
+            self._record(seed, prepare_ms, (t2 - t1) * 1e3, reply)
+        else:
+            self._warm_calls.append(reply["call_ms"])
+        if not self.done:
+            self._prepare()
+
+    def _limit(self, timed: bool) -> float:
+        # Early calls may compile (torch.compile, lazy module loading): the long limit.
+        return self.call_timeout_s if timed else self.warm_timeout_s
+
+    def _prepare(self) -> None:
+        """The next call's inputs and cache flush, timed on the judge's clock."""
+        timed = self._i >= self.warmup
+        if timed and not self.window_ms and self.use_window:
+            self.window_ms = window_for(self._warm_calls)
+        seed = self._seed()
+        t0 = time.perf_counter()
+        ready = self._exchange(self.worker, None, self._limit(timed),
+                               {"step": "prepare", "seed": seed, "linger_s": self.linger_s}, expect={"full": bool})
+        if ready["full"] and timed and self.keep:
+            self.done = True  # no room left to keep this call's output for checking
+            return
+        self._next = (seed, (time.perf_counter() - t0) * 1e3)
+
+    def _record(self, seed: int, prepare_ms: float, go_ms: float, reply: dict) -> None:
+        s = self.session
+        s.threads_grown += reply["threads"] > 0
+        self.seeds.append(seed)
+        s.host_ms.append(reply["host_ms"])
+        s.call_ms.append(reply["call_ms"])
+        if reply["device_ms"] is not None:
+            s.device_ms.append(reply["device_ms"])
+            s.window_ms.append(reply["window_ms"] if reply["window_ms"] is not None else 0.0)
+        s.prepare_ms.append(prepare_ms)
+        s.go_ms.append(go_ms)
+        n = len(self.seeds)
+        if n >= self.max_calls:
+            self.done = True
+        elif n >= self.min_calls and self.follows is None:
+            measured_s = sum(s.host_ms) / 1e3
+            self.done = median_interval(s.figure_ms) <= self.precision or measured_s >= self.target_seconds
+
+    def finish(self) -> int:
+        """End the session; the number of outputs the worker says it kept."""
+        return self._exchange(self.worker, None, self.call_timeout_s, {"step": "stop"}, expect={"calls": int})["calls"]
+
+
+def interleave(sessions: list[TimedSession], deadline_s: float, on_timeout: Callable[[TimedSession], Any]) -> None:
+    """Run sessions call by call in turn until every one is done."""
+    started = time.perf_counter()
+    for s in sessions:
+        if len(sessions) > 1:
+            s.linger_s = 0.0  # after its prepare, its next step comes only after the others'
+        s.begin()
+    while not all(s.done for s in sessions):
+        for s in sessions:
+            s.step()
+        if time.perf_counter() - started > deadline_s:
+            on_timeout(next(s for s in sessions if not s.done))
+            return
+
