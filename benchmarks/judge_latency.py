@@ -1,4 +1,4 @@
-"""How long the judge takes, stage by stage, and how repeatable its speedups are.
+"""How long the judge takes, stage by stage (repeatability: ``timing_repeatability.py``).
 
 Measures, for a one-kernel example solution:
   * toolchain warm-up (precompiled header, the judge's binding object): once per machine;
@@ -6,12 +6,11 @@ Measures, for a one-kernel example solution:
   * compile after editing one kernel;
   * cache-hit compile;
   * verify (5 checks, processes started fresh) and the full judge with cached baselines;
-  * the full judge with baselines timed afresh;
-  * N repeated full judges with fresh baselines: the spread of the speedups.
+  * the full judge with baselines timed afresh.
 
 Prints a table and writes JSON. Absolute times mean something only on the GPU machine.
 
-    python benchmarks/judge_latency.py [--device cuda|cpu] [--example fused_elementwise] [--repeats 5]
+    python benchmarks/judge_latency.py [--device cuda|cpu] [--example fused_elementwise]
 """
 
 from __future__ import annotations
@@ -19,11 +18,9 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -58,7 +55,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default=None)
     parser.add_argument("--example", default="fused_elementwise")
-    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None, help="JSON output path")
     args = parser.parse_args()
 
@@ -106,23 +102,6 @@ def main() -> None:
                      f"candidate {cached.timings['candidate'].median_ms:.4g} ms"))
         results["verdict"] = cached.to_dict()
 
-        fresh = Judge(replace(judge.config, use_baseline_cache=False))
-        speedups = {"eager": [], "compile": []}
-        repeats = []
-        for _ in range(args.repeats):
-            r = fresh.judge(task, solution)
-            assert r.correct, r.feedback
-            speedups["eager"].append(r.speedup_vs_eager)
-            speedups["compile"].append(r.speedup_vs_compile)
-            repeats.append({which: {"host_ms": t.median_ms, "device_ms": t.device_median_ms, "spread": t.spread}
-                            for which, t in r.timings.items()})
-        for key in ("eager", "compile"):
-            vals = speedups[key]
-            dev = max(abs(x / statistics.fmean(vals) - 1) for x in vals) * 100
-            rows.append((f"{args.repeats} judges: speedup vs {key}", statistics.fmean(vals),
-                         f"max deviation from mean {dev:.2f}% ({', '.join(f'{x:.3f}' for x in vals)})"))
-            results[f"repeat_speedup_vs_{key}"] = {"values": vals, "max_deviation_pct": dev}
-        results["repeats"] = repeats
         results["device"] = cached.device
     finally:
         shutil.rmtree(cache, ignore_errors=True)

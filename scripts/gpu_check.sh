@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything that needs a GPU, in one call: the GPU tests (the honest and adversarial suites'
 # CUDA cases included), every example's CUDA solution through the judge, the demo, and the judge
-# benchmarks (latency, timing fidelity, guard overhead), the agent's GPU episode and overhead
+# benchmarks (repeatability and KernelBench's timer side by side, timing methods, latency, timing
+# fidelity, guard overhead), the agent's GPU episode and overhead
 # benchmark, and `cuda-agent bench` over a KernelBench checkout ($KERNELBENCH, default
 # ./.kernelbench) with the hand-written solutions of examples/kernelbench, and its throughput.
 # Results go to $OUT (default ./gpu-results).
@@ -14,7 +15,12 @@ OUT=${OUT:-gpu-results}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export CUDA_AGENT_CACHE=${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}
-parts=${*:-tests examples demo fidelity bench guards agent kernelbench throughput synth}
+# Wheels the machine lacks (KernelBench's evaluator needs pydantic), carried in .whl/ if present.
+if compgen -G ".whl/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH="/tmp/site:$PYTHONPATH"
+fi
+parts=${*:-tests examples demo repeatability methods bench guards agent kernelbench throughput synth}
 status=0
 
 {
@@ -45,6 +51,16 @@ PY
       done 2>&1 | tee "$OUT/examples.txt" ;;
     demo)
       python3 -m cuda_agent.cli demo 2>&1 | tee "$OUT/demo.txt" || status=1 ;;
+    repeatability)
+      # The same solutions judged $REPEATS times from fresh processes, baselines re-timed each
+      # time, and KernelBench's own timer on its few-shot pairs beside them.
+      python3 benchmarks/timing_repeatability.py --device cuda --repeats "${REPEATS:-5}" \
+        --examples "${RPT_EXAMPLES:-fused_elementwise,rmsnorm,gemm_epilogue}" --pairs "${RPT_PAIRS:-fuse_gelu,tiled_matmul,add}" \
+        --kernelbench "${KERNELBENCH:-.kernelbench}" ${RPT_FLAGS:-} --out "$OUT/timing_repeatability.json" 2>&1 \
+        | tee "$OUT/timing_repeatability.txt" || status=1 ;;
+    methods)
+      python3 benchmarks/timing_methods.py --processes "${REPEATS:-5}" --kernelbench "${KERNELBENCH:-.kernelbench}" \
+        --out "$OUT/timing_methods.json" 2>&1 | tee "$OUT/timing_methods.txt" || status=1 ;;
     fidelity)
       python3 benchmarks/timing_fidelity.py --device cuda --out "$OUT/timing_fidelity.json" 2>&1 \
         | tee "$OUT/timing_fidelity.txt" || status=1 ;;
