@@ -72,15 +72,22 @@ def judge_repeatedly(task_path: Path, solution_path: Path, backend: str, repeats
         v = Judge(JudgeConfig(backend=backend, cache_dir=cache, use_baseline_cache=False)).judge(task, solution)
         run = {"status": v.status, "reward": v.reward, "seconds": time.perf_counter() - t0,
                "speedup_vs_eager": v.speedup_vs_eager, "speedup_vs_compile": v.speedup_vs_compile,
-               "error": v.error}
+               "error": v.error, "notes": v.notes, "timing_integrity": v.timing_integrity}
         for which in ("candidate", "eager", "compile"):
             stats = v.timings.get(which)
             run[which] = stats.to_dict() if stats else None
         runs.append(run)
-    ok = [r for r in runs if r["status"] == "ok"]
-    out = {"runs": runs, "correct": len(ok)}
+        integrity = v.timing_integrity or {}
+        print(f"  judge {len(runs)}: {v.status}, reward {v.reward}, {run['seconds']:.0f} s, "
+              f"vs eager {v.speedup_vs_eager}, vs compile {v.speedup_vs_compile}, "
+              f"reference {integrity.get('reference_ms')} ms, precision {integrity.get('precision')}"
+              + "".join(f"\n    {line}" for line in integrity.get("failed_attempts", []) + v.notes), flush=True)
+    correct = [r for r in runs if r["status"] == "ok"]
+    # A correct solution whose timing the judge did not believe gets no speedup: counted apart.
+    ok = [r for r in correct if r["speedup_vs_eager"] is not None]
+    out = {"runs": runs, "correct": len(correct), "withheld": len(correct) - len(ok)}
     for key in ("speedup_vs_eager", "speedup_vs_compile"):
-        values = [r[key] for r in ok]
+        values = [r[key] for r in ok if r[key] is not None]
         out[key] = {"values": values, "mean": statistics.fmean(values) if values else None,
                     "max_deviation": deviation(values)}
     for which in ("candidate", "eager", "compile"):
@@ -171,7 +178,8 @@ def main() -> None:
         if name.startswith("kb_"):
             r["kernelbench"] = kernelbench_repeatedly(args.kernelbench, name[3:], args.repeats, env_build)
         summarise(r)
-        print(f"{name}: {r['correct']}/{args.repeats} correct, {time.perf_counter() - t0:.0f} s, "
+        print(f"{name}: {r['correct']}/{args.repeats} correct ({r['withheld']} with no speedup claimed), "
+              f"{time.perf_counter() - t0:.0f} s, "
               f"candidate {us(r['candidate_ms']['mean'])} ±{pct(r['candidate_ms']['max_deviation'])}, "
               f"vs eager {num(r['speedup_vs_eager']['mean'])} ±{pct(r['speedup_vs_eager']['max_deviation'])}, "
               f"vs compile {num(r['speedup_vs_compile']['mean'])} ±{pct(r['speedup_vs_compile']['max_deviation'])}, "

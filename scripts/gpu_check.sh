@@ -53,9 +53,10 @@ PY
       python3 -m cuda_agent.cli demo 2>&1 | tee "$OUT/demo.txt" || status=1 ;;
     repeatability)
       # The same solutions judged $REPEATS times from fresh processes, baselines re-timed each
-      # time, and KernelBench's own timer on its few-shot pairs beside them.
+      # time, and KernelBench's own timer on its few-shot pairs beside them (RPT_EXAMPLES= or
+      # RPT_PAIRS= set empty skips those; RPT_FLAGS=--no-null skips the null kernel).
       python3 benchmarks/timing_repeatability.py --device cuda --repeats "${REPEATS:-5}" \
-        --examples "${RPT_EXAMPLES:-fused_elementwise,rmsnorm,gemm_epilogue}" --pairs "${RPT_PAIRS:-fuse_gelu,tiled_matmul,add}" \
+        --examples "${RPT_EXAMPLES-fused_elementwise,rmsnorm,gemm_epilogue}" --pairs "${RPT_PAIRS-fuse_gelu,tiled_matmul,add}" \
         --kernelbench "${KERNELBENCH:-.kernelbench}" ${RPT_FLAGS:-} --out "$OUT/timing_repeatability.json" 2>&1 \
         | tee "$OUT/timing_repeatability.txt" || status=1 ;;
     methods)
@@ -72,7 +73,8 @@ PY
       python3 benchmarks/agent_overhead.py --device cuda --out "$OUT/agent_overhead.json" 2>&1 \
         | tee "$OUT/agent_overhead.txt" || status=1 ;;
     guards)
-      python3 benchmarks/guard_overhead.py --device cuda --out "$OUT/guard_overhead.json" 2>&1 \
+      python3 benchmarks/guard_overhead.py --device cuda --examples "${GUARD_EXAMPLES:-fused_elementwise,rmsnorm,gemm_epilogue}" \
+        --repeats "${GUARD_REPEATS:-3}" --out "$OUT/guard_overhead.json" 2>&1 \
         | tee "$OUT/guard_overhead.txt" || status=1 ;;
     kernelbench)
       # The run's folder (results, verdicts, report, baselines in KernelBench's layout) comes back
