@@ -12,7 +12,8 @@ as many fresh processes in the same run, so the two speedups vs eager can be com
 (target: within 10%).
 
     python benchmarks/timing_repeatability.py --device cuda --repeats 5 --kernelbench KernelBench
-    python benchmarks/timing_repeatability.py --device cpu --repeats 5
+    python benchmarks/timing_repeatability.py --device cpu --repeats 5 --examples "" \
+        --case scale_bias_relu=tests/fixtures/tasks/scale_bias_relu.py:tests/fixtures/solutions/cpu/correct
 """
 
 from __future__ import annotations
@@ -144,6 +145,8 @@ def main() -> None:
     parser.add_argument("--examples", default=",".join(EXAMPLES))
     parser.add_argument("--kernelbench", type=Path, default=None)
     parser.add_argument("--pairs", default=",".join(KB_PAIRS), help="KernelBench few-shot pairs to judge")
+    parser.add_argument("--case", action="append", default=[], metavar="NAME=TASK:SOLUTION",
+                        help="another task file and solution to judge (repeatable)")
     parser.add_argument("--no-null", action="store_true", help="skip the null kernel")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -157,6 +160,12 @@ def main() -> None:
     cache = Path(tempfile.mkdtemp(prefix="timing-repeatability-"))
     cases: list[tuple[str, Path, Path]] = [(name, ROOT / "examples" / name / "model.py", ROOT / "examples" / name / backend)
                                            for name in filter(None, args.examples.split(","))]
+    for case in args.case:
+        name, _, paths = case.partition("=")
+        task_file, _, solution_dir = paths.partition(":")
+        if not (name and task_file and solution_dir):
+            parser.error(f"--case {case!r}: expected NAME=TASK:SOLUTION")
+        cases.append((name, Path(task_file), Path(solution_dir)))
     null = ROOT / "benchmarks" / "fixtures" / "null_kernel"
     if not args.no_null:
         cases.append(("null_kernel", null / "model.py", null / backend))
