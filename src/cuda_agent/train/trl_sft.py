@@ -90,6 +90,7 @@ def run_sft(model: str, rows: list[dict[str, Any]], out: Path, settings: SFTSett
         output_dir=str(out), num_train_epochs=settings.epochs, learning_rate=settings.learning_rate,
         per_device_train_batch_size=settings.batch_size, gradient_accumulation_steps=settings.grad_accum,
         max_length=settings.max_length, assistant_only_loss=True, use_cpu=device == "cpu",
+        bf16=device != "cpu", gradient_checkpointing=device != "cpu",  # bf16 on a CPU is emulated: slow
         save_strategy="steps", save_steps=settings.save_steps, save_total_limit=2, logging_steps=1,
         report_to=[], seed=settings.seed, lr_scheduler_type="constant", warmup_steps=0,
         dataloader_num_workers=0, disable_tqdm=True)

@@ -37,8 +37,9 @@ from .tiny import build_tiny_model
 
 @dataclass
 class DemoSettings:
-    sft_epochs: float = 40.0
-    sft_lr: float = 2e-3
+    sft_epochs: float = 30.0
+    sft_lr: float = 3e-3
+    sft_batch: int = 1
     grpo_steps: int = 12
     grpo_lr: float = 5e-4
     generations: int = 8
@@ -108,7 +109,7 @@ def run_demo(out: Path, pool: Any, settings: DemoSettings | None = None,
     say("rejection fine-tuning (TRL SFTTrainer, assistant tokens only) ...")
     rft_model = run_sft(str(base), rft, out / "models" / "rft",
                         SFTSettings(epochs=settings.sft_epochs, learning_rate=settings.sft_lr, max_length=None,
-                                    save_steps=60, seed=settings.seed))
+                                    batch_size=settings.sft_batch, save_steps=20, seed=settings.seed))
     measure("rft", rft_model)
     say("GRPO against the CPU judge (TRL GRPOTrainer) ...")
     grpo_model = run_grpo(str(rft_model), rows, out / "models" / "grpo", reward,
