@@ -30,5 +30,5 @@ def files_reply(files: dict[str, str]) -> str:
 @pytest.fixture(scope="session")
 def tiny_tokenizer_dir(tmp_path_factory) -> Path:
     """The demo's tiny model (tokenizer trained on a small corpus), for tests that need a tokenizer."""
-    corpus = [family.solution_files("fast")[p] for p in family.FILES] * 5 + [t.source for t in family.tasks()]
+    corpus = [family.solution_files("fast")[p] for p in family.files_of("cpu")] * 5 + [t.source for t in family.tasks()]
     return build_tiny_model(tmp_path_factory.mktemp("tiny"), corpus, vocab_size=2048)

@@ -26,7 +26,7 @@ MALFORMED = {
     "prose only": "I would write a kernel that takes the maximum of each row.",
     "code without paths": "```cpp\nint main() {}\n```",
     "no model_new.py": files_reply({k: v for k, v in FAST.items() if k != "model_new.py"}),
-    "path outside the workspace": files_reply({**FAST, "kernels/../../etc/x.cpp": "int x;"}),
+    "path outside the workspace": files_reply({**FAST, "kernels/../../etc/x.cpp": "int x;\n"}),
     "unclosed fence": "model_new.py\n```python\nclass ModelNew: pass",
     "broken tool call json": '<tool_call>{"name": "write", "arguments": {"path": "model_new.py", "content": </tool_call>',
     "tool call of another tool": '<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>',

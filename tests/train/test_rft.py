@@ -90,7 +90,7 @@ def test_rows_load_with_verls_multiturn_sft_dataset_without_parquets_nulls(tmp_p
     assert read_parquet(path)[0]["tools"][-1]["function"]["parameters"]["properties"].get("path", 0) is None
     tokenizer = AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
     tokenizer.chat_template = qwen2_5_chat_template  # a real tool-calling template
-    config = OmegaConf.create({"max_length": 4096, "truncation": "right", "messages_key": "messages",
+    config = OmegaConf.create({"max_length": 200000, "truncation": "error", "messages_key": "messages",
                                "tools_key": "tools", "pad_mode": "no_padding"})
     plain = MultiTurnSFTDataset([str(path)], tokenizer, config)
     cleaned = RFTDataset([str(path)], tokenizer, config)

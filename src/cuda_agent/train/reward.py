@@ -134,7 +134,9 @@ class JudgeReward:
         flight = (id(asyncio.get_running_loop()), key)
         if flight in self._inflight:  # the same solution is being judged right now: share its result
             shared = await asyncio.shield(self._inflight[flight])
-            return RewardResult(shared.score, shared.reason, shared.fields, True, key)
+            result = RewardResult(shared.score, shared.reason, shared.fields, True, key)
+            self._log(result, task, False, time.monotonic() - started)
+            return result
         future = asyncio.get_running_loop().create_future()
         self._inflight[flight] = future
         try:

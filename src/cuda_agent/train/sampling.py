@@ -56,9 +56,9 @@ def sample_replies(model_dir: str, prompts: list[list[dict[str, str]]], per_prom
 
 
 def evaluate(model_dir: str, rows: list[dict[str, Any]], tasks: list[Task], reward: JudgeReward, per_prompt: int,
-             *, max_new_tokens: int, seed: int = 0, device: str = "cpu") -> Evaluation:
+             *, max_new_tokens: int, temperature: float = 1.0, seed: int = 0, device: str = "cpu") -> Evaluation:
     replies = sample_replies(model_dir, [r["prompt"] for r in rows], per_prompt, max_new_tokens=max_new_tokens,
-                             seed=seed, device=device)
+                             temperature=temperature, seed=seed, device=device)
     flat = [(reply, task) for group, task in zip(replies, tasks) for reply in group]
     results = reward.score_blocking([r for r, _ in flat], [t for _, t in flat])
     return Evaluation([r.score for r in results], [r for r, _ in flat], [t.name for _, t in flat],

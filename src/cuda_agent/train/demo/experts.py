@@ -50,7 +50,7 @@ async def run_experts(tasks: list[Task], pool: Any, out: Path) -> list[EpisodeRe
     results = []
     for kind, index in PLAN:  # one at a time: the judge's timing is steadier without company
         task = tasks[index % len(tasks)]
-        replies = expert_replies(kind)
+        replies = expert_replies(kind, pool.backend)
         episode = Episode(task, ScriptedClient(replies), pool, expert_directory(out, kind, task),
                           settings=AgentSettings(max_turns=len(replies)), provider="scripted",
                           episode_id=f"{task.name}-{kind}")

@@ -40,12 +40,23 @@ class DemoSettings:
     sft_epochs: float = 30.0
     sft_lr: float = 3e-3
     sft_batch: int = 1
-    grpo_steps: int = 12
-    grpo_lr: float = 5e-4
+    grpo_steps: int = 16
+    grpo_lr: float = 2e-4
     generations: int = 8
-    eval_per_task: int = 8
-    max_new_tokens: int = 160
+    prompts_per_step: int = 2
+    temperature: float = 0.8          # sampling, in GRPO and in the evaluations alike
+    eval_per_task: int = 16
+    max_new_tokens: int = 100
     seed: int = 0
+
+
+def demo_judge_config(cache_dir: Path | None = None):
+    """The CPU judge with short timing sessions: the demo's slow and fast kernels differ by tens of
+    times, far more than the spread of a short session, and the CPU has minutes, not hours."""
+    from ...judge.config import JudgeConfig, TimingConfig
+
+    timing = TimingConfig(warmup_calls=2, min_calls=5, max_calls=10, target_seconds=0.2)
+    return JudgeConfig(backend="cpu", timing=timing, **({"cache_dir": cache_dir} if cache_dir else {}))
 
 
 def _done(path: Path) -> bool:
@@ -57,12 +68,12 @@ def _save(path: Path, data: Any) -> None:
     write_atomic(path, json.dumps(data, indent=2, default=str))
 
 
-def corpus(rows: list[dict], rft: list[dict]) -> list[str]:
+def corpus(rows: list[dict], rft: list[dict], backend: str) -> list[str]:
     """Text the tokenizer learns from: the prompts and the expert conversations."""
     texts = [m["content"] for r in rows for m in r["prompt"]]
     texts += [m["content"] for r in rft for m in text_protocol_messages(r)]
     replies = [to_text_messages([m], [])[0].content for kind in ("fast", "slow")
-               for m in family.expert_replies(kind)]
+               for m in family.expert_replies(kind, backend)]
     return texts + replies * 50  # the replies are what the model writes: weigh them, so they tokenize short
 
 
@@ -90,7 +101,7 @@ def run_demo(out: Path, pool: Any, settings: DemoSettings | None = None,
 
     base = out / "models" / "base"
     if not (base / "config.json").is_file():
-        build_tiny_model(base, corpus(rows, rft), seed=settings.seed)
+        build_tiny_model(base, corpus(rows, rft, pool.backend), seed=settings.seed)
 
     evaluations: dict[str, dict[str, Any]] = {}
 
@@ -99,7 +110,8 @@ def run_demo(out: Path, pool: Any, settings: DemoSettings | None = None,
         if not _done(path):
             say(f"sampling {settings.eval_per_task} replies per task from the {name} model and judging them ...")
             result = evaluate(str(model_dir), rows, tasks, reward, settings.eval_per_task,
-                              max_new_tokens=settings.max_new_tokens, seed=settings.seed + 1)
+                              max_new_tokens=settings.max_new_tokens, temperature=settings.temperature,
+                              seed=settings.seed + 1)
             _save(path, result.to_dict())
         evaluations[name] = json.loads(path.read_text())
         say(f"{name}: mean reward {evaluations[name]['mean']:.2f} {evaluations[name]['counts']}")
@@ -115,6 +127,7 @@ def run_demo(out: Path, pool: Any, settings: DemoSettings | None = None,
     grpo_model = run_grpo(str(rft_model), rows, out / "models" / "grpo", reward,
                           GRPOSettings(steps=settings.grpo_steps, learning_rate=settings.grpo_lr,
                                        num_generations=settings.generations,
+                                       prompts_per_step=settings.prompts_per_step, temperature=settings.temperature,
                                        max_completion_length=settings.max_new_tokens, save_steps=4,
                                        seed=settings.seed))
     measure("grpo", grpo_model)
