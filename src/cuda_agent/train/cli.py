@@ -79,17 +79,19 @@ def rft_data(
 def demo(
     out_dir: Path = typer.Option(Path("train-demo"), "--out", "-o", help="Where everything goes; rerun to resume."),
     grpo_steps: int = typer.Option(16, "--grpo-steps", help="GRPO steps against the judge."),
+    device: str = typer.Option("cpu", "--device", help="cpu, or cuda: the model trains there and the judge runs CUDA kernels."),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="The judge's build and baseline cache."),
 ) -> None:
     """A tiny model learns on the CPU: RFT on expert trajectories, then GRPO against the real CPU judge."""
     from dataclasses import replace
 
-    from .demo.run import DemoSettings, demo_judge_config, run_demo
-
     from ..cluster import LocalJudgePool
+    from .demo.run import DemoSettings, demo_judge_config, run_demo
+    from .models import resolve_device
 
-    with LocalJudgePool(demo_judge_config(cache_dir), max_concurrent=2) as pool:
-        summary = run_demo(out_dir, pool, replace(DemoSettings(), grpo_steps=grpo_steps),
+    device = resolve_device(device)
+    with LocalJudgePool(demo_judge_config(cache_dir, device), max_concurrent=2) as pool:
+        summary = run_demo(out_dir, pool, replace(DemoSettings(), grpo_steps=grpo_steps, device=device),
                            say=lambda m: err.print(f"[dim]{m}[/]"))
     e = summary["evaluations"]
     out.print(f"mean judge reward: untrained {e['base']['mean']:.2f}, after RFT {e['rft']['mean']:.2f}, "

@@ -69,7 +69,7 @@ class JudgeReward:
     """Scores replies with ``pool`` (a ``cluster.JudgePool``)."""
 
     def __init__(self, pool: Any, *, kind: str = "milestone", stage: str = "profile", concurrency: int = 4,
-                 timeout_s: float = 900.0, log_path: Path | str | None = None) -> None:
+                 timeout_s: float = 900.0, log_path: Path | str | None = None, use_cache: bool = True) -> None:
         if kind not in KINDS:
             raise ValueError(f"reward kind must be one of {', '.join(KINDS)}, not {kind!r}")
         if stage not in STAGES:
@@ -79,6 +79,7 @@ class JudgeReward:
         self.pool, self.kind, self.stage = pool, kind, stage
         self.concurrency, self.timeout_s = concurrency, timeout_s
         self.log_path = Path(log_path) if log_path else None
+        self.use_cache = use_cache  # off only to measure the judge itself (benchmarks)
         self.cache: dict[str, RewardResult] = {}
         self.judge_calls = 0
         self.judge_seconds = 0.0
@@ -126,16 +127,20 @@ class JudgeReward:
             self._log(result, task, False, time.monotonic() - started)
             return result
         key = content_key(task, solution.sha256, self.stage, self.kind)
-        if key in self.cache:
+        if self.use_cache and key in self.cache:
             hit = self.cache[key]
             result = RewardResult(hit.score, hit.reason, hit.fields, True, key)
             self._log(result, task, False, time.monotonic() - started)
             return result
         flight = (id(asyncio.get_running_loop()), key)
-        if flight in self._inflight:  # the same solution is being judged right now: share its result
+        if self.use_cache and flight in self._inflight:  # the same solution is being judged right now: share its result
             shared = await asyncio.shield(self._inflight[flight])
             result = RewardResult(shared.score, shared.reason, shared.fields, True, key)
             self._log(result, task, False, time.monotonic() - started)
+            return result
+        if not self.use_cache:
+            result = await self._judge(task, solution, key)
+            self._log(result, task, True, time.monotonic() - started)
             return result
         future = asyncio.get_running_loop().create_future()
         self._inflight[flight] = future

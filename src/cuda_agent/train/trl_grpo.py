@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .extras import TrainError, require
+from .cpu_memory import keep_freed_memory
 from .models import last_checkpoint
 from .reward import JudgeReward
 from .rows import task_of_row
@@ -103,6 +104,8 @@ def grpo_dataset(rows: list[dict[str, Any]]):
 
 def grpo_config(out: Path, settings: GRPOSettings, device: str, **extra: Any):
     trl = require("trl")
+    if device == "cpu":
+        keep_freed_memory()
     return trl.GRPOConfig(
         output_dir=str(out), max_steps=settings.steps, learning_rate=settings.learning_rate,
         num_generations=settings.num_generations,
@@ -125,7 +128,7 @@ def _finish(trainer: Any, tokenizer: Any, out: Path) -> Path:
 
 
 def run_grpo(model: str, rows: list[dict[str, Any]], out: Path, reward: JudgeReward, settings: GRPOSettings, *,
-             device: str = "cpu", callbacks: list | None = None) -> Path:
+             device: str = "cpu", callbacks: list | None = None, reward_func: TRLRewardFunc | None = None) -> Path:
     """Single-turn GRPO: each row's prompt is answered in one reply, which the judge scores."""
     trl = require("trl")
     transformers = require("transformers")
@@ -133,7 +136,8 @@ def run_grpo(model: str, rows: list[dict[str, Any]], out: Path, reward: JudgeRew
     if (out / FINAL / "config.json").is_file():
         return out / FINAL
     tokenizer = transformers.AutoTokenizer.from_pretrained(model)
-    trainer = trl.GRPOTrainer(model=model, reward_funcs=[TRLRewardFunc(reward, out / STEPS_FILE)],
+    reward_func = reward_func or TRLRewardFunc(reward, out / STEPS_FILE)
+    trainer = trl.GRPOTrainer(model=model, reward_funcs=[reward_func],
                               args=grpo_config(out, settings, device), train_dataset=grpo_dataset(rows),
                               processing_class=tokenizer, callbacks=callbacks or [])
     trainer.train(resume_from_checkpoint=last_checkpoint(out))

@@ -17,6 +17,7 @@ from typing import Any
 from ..agent.llm.text_protocol import to_text_messages
 from ..agent.messages import Message, ToolCall
 from .extras import TrainError, require
+from .cpu_memory import keep_freed_memory
 from .models import last_checkpoint
 from .rft import without_nulls
 
@@ -85,6 +86,8 @@ def run_sft(model: str, rows: list[dict[str, Any]], out: Path, settings: SFTSett
     if (final / "config.json").is_file():
         return final  # done by an earlier run
     dataset = sft_dataset(rows, settings.tool_format)
+    if device == "cpu":
+        keep_freed_memory()
     tokenizer = transformers.AutoTokenizer.from_pretrained(model)
     config = trl.SFTConfig(
         output_dir=str(out), num_train_epochs=settings.epochs, learning_rate=settings.learning_rate,
