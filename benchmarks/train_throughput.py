@@ -94,12 +94,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="GRPO steps per concurrency")
     parser.add_argument("--work", type=Path, default=Path("benchmarks/results/train_throughput"))
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/train_throughput.json"))
+    parser.add_argument("--demo", type=Path, help="a `cuda-agent train demo` folder whose RFT model to reuse")
     args = parser.parse_args()
     console = Console(stderr=True)
     work = args.work.resolve()
     settings = replace(DemoSettings(), device=args.device)
     with LocalJudgePool(demo_judge_config(work / "judge-cache", args.device), max_concurrent=2) as pool:
-        run = DemoRun(work / "demo", pool, settings, say=lambda m: console.print(f"[dim]{m}[/]"))
+        run = DemoRun(args.demo or work / "demo", pool, settings, say=lambda m: console.print(f"[dim]{m}[/]"))
         policy = run.rft_model()
         rows = [measure(policy, run, int(c), args.steps, work, args.device) for c in args.concurrency.split(",")]
     table = Table(title=f"GRPO against the judge ({args.device}): {settings.prompts_per_step} prompts x "

@@ -13,6 +13,7 @@ pytest.importorskip("verl")
 
 from cuda_agent.train.demo import family  # noqa: E402
 from cuda_agent.train.extras import TrainError  # noqa: E402
+from cuda_agent.train.rft import find_trajectories, rft_rows  # noqa: E402
 from cuda_agent.train.rows import rl_rows, write_parquet  # noqa: E402
 from cuda_agent.train.stages import (PPO_MODULE, SFT_MODULE, STAGES, StageOptions, compose, prepare,  # noqa: E402
                                      stage_settings)
@@ -154,6 +155,9 @@ def test_agent_loop_masks_tool_tokens_stops_at_the_turn_limit_and_logs_the_traje
     assert entry["response_ids"] == output.response_ids and entry["response_mask"] == output.response_mask
     assert [t["reply"]["tool_calls"][0]["function"]["name"] for t in entry["turns"]] == ["read", "glob"]
     assert "class Model" in entry["turns"][0]["observation"][0]["content"]
+    assert [m["role"] for m in entry["messages"]] == ["system", "user", "assistant", "tool", "assistant"]
+    rows, report = rft_rows(find_trajectories([tmp_path / "trajectories"]))
+    assert rows == [] and report.dropped["budget_overrun"] == 1  # the turn limit cut it: no RFT row
 
 
 @pytest.mark.slow
@@ -167,6 +171,9 @@ def test_agent_loop_scores_the_best_solution_with_the_judge(tokenizer, train_poo
     assert output.extra_fields["stop_reason"] == "finished"
     entry = json.loads(next((tmp_path / "trajectories").glob("*.jsonl")).read_text())
     assert entry["turns"][0]["verdicts"][0]["reward"] == 3 and entry["best"]["files"] == files
+    (row,), report = rft_rows(find_trajectories([tmp_path / "trajectories"]))  # the loop's log feeds RFT
+    assert report.kept == 1 and row["reward"] == 3.0
+    assert [m["role"] for m in row["messages"]][-2:] == ["assistant", "tool"]
 
 
 @pytest.mark.slow

@@ -108,14 +108,18 @@ def sft_row(traj: Trajectory) -> dict[str, Any]:
             "trajectory": str(traj.path)}
 
 
+LOOP_LOG_FORMAT = "cuda_agent.verl_loop/1"  # the verl agent loop's log (verl_loop.LOG_FORMAT)
+
+
 def find_trajectories(roots: list[Path | str]) -> list[Path]:
-    """Every trajectory.jsonl under the given files or folders (an agent run's output)."""
+    """Every trajectory file under the given files or folders: the agent's trajectory.jsonl, and the
+    verl agent loop's logs (trajectories-*.jsonl, one trajectory a line)."""
     found: list[Path] = []
     for root in map(Path, roots):
         if root.is_file():
             found.append(root)
         elif root.is_dir():
-            found.extend(sorted(root.rglob("trajectory.jsonl")))
+            found.extend(sorted(root.rglob("trajectory.jsonl")) + sorted(root.rglob("trajectories-*.jsonl")))
         else:
             raise DatasetError(f"no trajectory file or folder at {root}")
     if not found:
@@ -124,17 +128,53 @@ def find_trajectories(roots: list[Path | str]) -> list[Path]:
     return found
 
 
+def loop_log_trajectory(path: Path, number: int, entry: dict[str, Any]) -> Trajectory:
+    """One line of the verl agent loop's log as a Trajectory, so the same rules apply to it."""
+    header = {"type": "header", "t": 0, "version": 1, "task": entry.get("task", {}), "provider": "verl"}
+    events: list[dict[str, Any]] = []
+    turn = 0
+    for message in entry.get("messages", []):
+        turn += message.get("role") == "assistant"
+        kind = "tool" if message.get("role") == "tool" else "message"
+        if message.get("tool_calls"):
+            message = {**message, "tool_calls": [
+                {"id": c.get("id", ""), "name": c["function"]["name"],
+                 "arguments": a if isinstance(a := c["function"].get("arguments"), str) else json.dumps(a)}
+                for c in message["tool_calls"]]}
+        events.append({"type": kind, "t": 0, "turn": turn, "message": message})
+    if entry.get("best"):
+        events.append({"type": "best", "t": 0, "turn": turn, **entry["best"]})
+    events.append({"type": "end", "t": 0, "turn": turn, "stop_reason": entry.get("stop_reason", "")})
+    return Trajectory(path=Path(f"{path}:{number}"), header=header, events=events)
+
+
+def load_trajectories(path: Path) -> list[Trajectory]:
+    """The trajectories in a file: one for the agent's trajectory.jsonl, one a line for a loop log."""
+    with open(path) as fh:
+        first = fh.readline()
+    try:
+        head = json.loads(first)
+    except json.JSONDecodeError:
+        head = {}
+    if isinstance(head, dict) and head.get("format") == LOOP_LOG_FORMAT:
+        lines = [line for line in path.read_text().splitlines() if line.strip()]
+        return [loop_log_trajectory(path, n, json.loads(line)) for n, line in enumerate(lines, 1)]
+    return [load_trajectory(path)]
+
+
 def rft_rows(paths: list[Path], rules: RFTFilter | None = None) -> tuple[list[dict[str, Any]], RFTReport]:
     rules = rules or RFTFilter()
     validators = _validators()
-    report = RFTReport(trajectories=len(paths))
+    report = RFTReport()
     rows = []
+    loaded: list[Trajectory] = []
     for path in paths:
         try:
-            traj = load_trajectory(path)
-        except TrajectoryError as exc:
+            loaded.extend(load_trajectories(path))
+        except (TrajectoryError, json.JSONDecodeError, KeyError, OSError) as exc:
             report.unreadable.append(f"{path}: {exc}")
-            continue
+    report.trajectories = len(loaded) + len(report.unreadable)
+    for traj in loaded:
         if rule := broken_rule(traj, rules, validators):
             report.dropped[rule] += 1
             continue

@@ -44,6 +44,7 @@ from verl.experimental.agent_loop.agent_loop import (  # noqa: E402  (after the 
     AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register)
 
 DEFAULT_TURNS = 150
+LOG_FORMAT = "cuda_agent.verl_loop/1"
 DEFAULT_TOOL_CHARS = 28_000
 _log_lock = threading.Lock()
 
@@ -119,6 +120,7 @@ class CudaAgentLoop(AgentLoopBase):
             content, calls = parse_tool_calls(self.tokenizer.decode(output.token_ids, skip_special_tokens=True))
             reply = Message("assistant", content, calls)
             turn = {"turn": env.turn + 1, "reply": message_dict(reply), "token_ids": list(output.token_ids)}
+            chat = chat + [turn["reply"]]
             if len(mask) >= self.response_length:
                 stop = "max_response_length"
                 turns.append(turn)
@@ -132,7 +134,7 @@ class CudaAgentLoop(AgentLoopBase):
             stop = step.info["stop_reason"]
             if stop:
                 break
-            before = chat + [message_dict(reply)]
+            before = chat
             chat = before + turn["observation"]
             merged, mask, merged_logprobs = await self.ct_merge_context_msg(
                 before, chat, ids, mask, logprobs or None, tools=tools)
@@ -142,7 +144,7 @@ class CudaAgentLoop(AgentLoopBase):
                 stop = "max_response_length"
         reward = env.outcome_reward()
         response = ids[len(prompt_ids):]
-        self._log(task, prompt_ids, response, mask, logprobs, turns, reward, stop, env)
+        self._log(task, chat, prompt_ids, response, mask, logprobs, turns, reward, stop, env)
         extra = {"stop_reason": stop, "turns": env.turn, "best": env.best.summary() if env.best else None,
                  "task_id": task.name, "episode_s": time.monotonic() - started}
         return AgentLoopOutput(
@@ -152,11 +154,13 @@ class CudaAgentLoop(AgentLoopBase):
             num_turns=2 * len(turns) + 1, metrics=AgentLoopMetrics(generate_sequences=generate_s, tool_calls=tools_s),
             extra_fields=extra)
 
-    def _log(self, task: Any, prompt_ids: list[int], response: list[int], mask: list[int], logprobs: list[float],
-             turns: list[dict[str, Any]], reward: float, stop: str, env: KernelEnv) -> None:
+    def _log(self, task: Any, chat: list[dict[str, Any]], prompt_ids: list[int], response: list[int],
+             mask: list[int], logprobs: list[float], turns: list[dict[str, Any]], reward: float, stop: str,
+             env: KernelEnv) -> None:
         if self.trajectory_dir is None:
             return
-        entry = {"task": {"name": task.name, "sha256": task.sha256}, "reward": reward, "stop_reason": stop,
+        entry = {"format": LOG_FORMAT, "task": {"name": task.name, "sha256": task.sha256}, "reward": reward,
+                 "stop_reason": stop, "messages": chat,
                  "prompt_ids": list(prompt_ids), "response_ids": list(response), "response_mask": list(mask),
                  "response_logprobs": list(logprobs), "turns": turns,
                  "best": env.best.event() if env.best else None, "time": time.time()}
