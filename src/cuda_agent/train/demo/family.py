@@ -33,8 +33,14 @@ def tasks() -> list[Task]:
 
 
 def solution_files(kind: str, backend: str = "cpu") -> dict[str, str]:
-    root = DATA / "solutions" / backend / kind
-    return {rel: (root / rel).read_text() for rel in files_of(backend)}
+    """The solution's files: its own kernel (and binding, where it needs one of its own), and the
+    model_new.py and binding the solutions share."""
+    shared, own = DATA / "solutions", DATA / "solutions" / backend / kind
+    binding = own / "kernels" / "row_max_binding.cpp"
+    kernel, binding_rel, model = files_of(backend)
+    return {kernel: (own / kernel).read_text(),
+            binding_rel: (binding if binding.is_file() else shared / "row_max_binding.cpp").read_text(),
+            model: (shared / "model_new.py").read_text()}
 
 
 def _call(index: int, name: str, arguments: dict) -> ToolCall:
