@@ -173,7 +173,7 @@ def test_agent_loop_scores_the_best_solution_with_the_judge(tokenizer, train_poo
     assert entry["turns"][0]["verdicts"][0]["reward"] == 3 and entry["best"]["files"] == files
     (row,), report = rft_rows(find_trajectories([tmp_path / "trajectories"]))  # the loop's log feeds RFT
     assert report.kept == 1 and row["reward"] == 3.0
-    assert [m["role"] for m in row["messages"]][-2:] == ["assistant", "tool"]
+    assert [m["role"] for m in row["messages"]][-2:] == ["tool", "assistant"]  # the profile result, then finish
 
 
 @pytest.mark.slow
