@@ -63,6 +63,19 @@ def step_timer():
     return StepTimer()
 
 
+def warm_cache(run: DemoRun, work: Path) -> None:
+    """Judge each task's expert solutions once into the benchmark's cache, so builds and eager /
+    torch.compile baselines are not part of any measurement."""
+    from cuda_agent.train.demo import family
+
+    config = demo_judge_config(work / "judge-cache", run.pool.backend)
+    with LocalJudgePool(config, max_concurrent=2) as pool:
+        reward = JudgeReward(pool, concurrency=2, use_cache=False)
+        replies = ["\n".join(f"{path}\n```\n{text}```" for path, text in family.solution_files(kind, pool.backend).items())
+                   for kind in ("fast", "slow")]
+        reward.score_blocking(replies * len(run.tasks), [t for t in run.tasks for _ in replies])
+
+
 def measure(policy: Path, run: DemoRun, concurrency: int, steps: int, work: Path, device: str) -> dict:
     out = work / f"grpo-c{concurrency}"
     shutil.rmtree(out, ignore_errors=True)
@@ -102,6 +115,7 @@ def main() -> None:
     with LocalJudgePool(demo_judge_config(work / "judge-cache", args.device), max_concurrent=2) as pool:
         run = DemoRun(args.demo or work / "demo", pool, settings, say=lambda m: console.print(f"[dim]{m}[/]"))
         policy = run.rft_model()
+        warm_cache(run, work)
         rows = [measure(policy, run, int(c), args.steps, work, args.device) for c in args.concurrency.split(",")]
     table = Table(title=f"GRPO against the judge ({args.device}): {settings.prompts_per_step} prompts x "
                         f"{settings.generations} samples per step")
