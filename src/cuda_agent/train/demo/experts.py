@@ -17,9 +17,10 @@ from ...agent.messages import Completion, Message, Usage
 from ...task import Task
 from .family import expert_replies
 
-# fast and slow solutions of every task, and two that the RFT filters must drop
-PLAN = (("fast", 0), ("slow", 0), ("fast", 1), ("slow", 1), ("fast", 2), ("slow", 2), ("broken", 0),
-        ("looping", 1))
+# The expert mostly ports the reference's approach (slow, reward 1) and finds the one-pass kernel
+# once (reward 3): RFT then teaches correct solutions, and leaves speed for RL to find. Two more
+# episodes are ones the RFT filters must drop.
+PLAN = (("slow", 0), ("slow", 1), ("slow", 2), ("fast", 1), ("broken", 0), ("looping", 2))
 
 
 class ScriptedClient:
