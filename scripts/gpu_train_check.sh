@@ -20,17 +20,17 @@ status=0
 'transformers', transformers.__version__, 'trl', trl.__version__, 'datasets', datasets.__version__)"
 } 2>&1 | tee "$OUT/train-device.txt"
 
-timeout 60 python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests/train 2>&1 \
-  | tee "$OUT/train-gpu-tests.log" || status=1
-
 started=$(date +%s)
 timeout 270 python3 -m cuda_agent.cli train demo --device cuda --out "$OUT/train-demo" 2>&1 \
   | grep -v "^{'loss'" | tee "$OUT/train-demo.txt" || status=1
 echo "demo: $(( $(date +%s) - started )) s" | tee -a "$OUT/train-demo.txt"
 cp "$OUT/train-demo/demo.json" "$OUT/train-demo/reward_curve.png" "$OUT/" 2>/dev/null
 
-timeout 150 python3 benchmarks/train_throughput.py --device cuda --steps 1 --concurrency 1,4,16 \
+timeout 140 python3 benchmarks/train_throughput.py --device cuda --steps 1 --prompts 1 --concurrency 1,4,16 \
   --demo "$OUT/train-demo" --work /tmp/train-throughput --out "$OUT/train_throughput.json" 2>&1 | tee "$OUT/train_throughput.txt" || status=1
+
+timeout 60 python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests/train 2>&1 \
+  | tee "$OUT/train-gpu-tests.log" || status=1
 
 # keep what comes back small: the models and workspaces stay behind
 rm -rf "$OUT/train-demo/models" "$OUT/train-demo/experts" "$OUT/train-demo/agent/"*/*/workspace
