@@ -62,7 +62,10 @@ def test_judged_once_per_content_logged_and_reloaded(train_pool, demo_tasks, tmp
         return await reward.score_many([fast, fast, tool_call_reply(FAST), slow], [demo_tasks[0]] * 4)
 
     results = asyncio.run(go())
-    assert [r.score for r in results] == [3.0, 3.0, 3.0, 1.0]
+    assert [r.score for r in results[:3]] == [3.0, 3.0, 3.0], [r.reason for r in results]
+    # the slow kernel scores 1; on a machine loaded by other work the judge may refuse its timing
+    # as not credible (it fails closed), which this test does not judge
+    assert results[3].score == 1.0 or "timing" in results[3].reason, results[3].reason
     assert reward.judge_calls == 2  # the same files in flight at once, or in either format, are judged once
     assert results[0].fields["status"] == "ok" and results[0].fields["candidate_ms"] > 0
     assert sum(r.cached for r in results) == 2

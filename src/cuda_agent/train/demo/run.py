@@ -37,7 +37,7 @@ from .tiny import build_tiny_model
 
 @dataclass
 class DemoSettings:
-    sft_epochs: float = 20.0
+    sft_epochs: float = 30.0
     sft_lr: float = 3e-3
     sft_batch: int = 1
     grpo_steps: int = 16
