@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 import time
 import uuid
@@ -88,16 +89,14 @@ class CudaAgentLoop(AgentLoopBase):
         env = KernelEnv(self.pool, directory, settings=settings)
         started = time.monotonic()
         try:
-            return await self._episode(env, task, sampling_params, started, kwargs)
+            return await self._episode(env, task, sampling_params, started)
         finally:
-            env.close()
+            env.close()  # removes a directory it made itself; one under workspace_root goes here
             if directory is not None:
-                import shutil
-
                 shutil.rmtree(directory, ignore_errors=True)
 
-    async def _episode(self, env: KernelEnv, task: Any, sampling_params: dict[str, Any], started: float,
-                       row: dict[str, Any]) -> AgentLoopOutput:
+    async def _episode(self, env: KernelEnv, task: Any, sampling_params: dict[str, Any],
+                       started: float) -> AgentLoopOutput:
         opening, info = env.reset(task)
         tools = info["tools"]
         chat = [message_dict(m) for m in opening]
@@ -126,7 +125,9 @@ class CudaAgentLoop(AgentLoopBase):
                 turns.append(turn)
                 break
             t0 = time.monotonic()
-            step = await env.step(reply, cut_off=output.stop_reason == "length")
+            # verl reports no length stop per turn (its budget is response_length, checked above);
+            # a call cut off mid-block still reaches the model as an error from the parser.
+            step = await env.step(reply)
             tools_s += time.monotonic() - t0
             turn["observation"] = [message_dict(m) for m in step.observation]
             turn["verdicts"] = [r.output.verdict for r in step.info["records"] if r.output.verdict]
