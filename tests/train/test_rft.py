@@ -1,0 +1,102 @@
+"""RFT rows: one crafted trajectory per filter rule, and the kept rows loaded by verl's dataset."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cuda_agent.agent.trajectory import TrajectoryWriter
+from cuda_agent.train.rft import RULES, RFTFilter, find_trajectories, rft_rows, without_nulls
+from cuda_agent.train.rows import DatasetError, read_parquet, write_parquet
+
+
+def call(name, args, cid="c0"):
+    return {"id": cid, "name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}
+
+
+def trajectory(path, calls, *, stop="finished", reward=3, ended=True):
+    with TrajectoryWriter(path) as w:
+        w.write({"type": "header", "t": 0, "version": 1, "episode_id": path.stem,
+                 "task": {"name": "t", "sha256": "x", "source": ""}, "model": "m", "provider": "p",
+                 "backend": "cpu", "settings": {}, "started_at": ""})
+        w.write({"type": "message", "t": 0, "turn": 0, "message": {"role": "system", "content": "skill"}})
+        w.write({"type": "message", "t": 0, "turn": 0, "message": {"role": "user", "content": "task"}})
+        for turn, c in enumerate(calls, 1):
+            w.write({"type": "message", "t": turn, "turn": turn,
+                     "message": {"role": "assistant", "content": "", "tool_calls": [c]}})
+            w.write({"type": "tool", "t": turn, "turn": turn, "call": c, "is_error": False, "duration_s": 0,
+                     "verdict": None, "data": {},
+                     "message": {"role": "tool", "content": "ok", "tool_call_id": c["id"], "name": c["name"]}})
+        if reward is not None:
+            w.write({"type": "best", "t": 9, "turn": 1, "stage": "profile", "correct": reward > 0,
+                     "speedup_vs_compile": 2.0, "speedup_vs_eager": 2.0, "reward": reward, "files": {}})
+        if ended:
+            w.write({"type": "end", "t": 9, "turn": len(calls), "stop_reason": stop, "elapsed_s": 9, "usage": {},
+                     "best": None})
+    return path
+
+
+GOOD = [call("write", {"path": "model_new.py", "content": "x"}), call("profile", {}), call("finish", {})]
+CASES = {
+    "kept": dict(calls=GOOD),
+    "unfinished": dict(calls=GOOD, ended=False),
+    "budget_overrun": dict(calls=GOOD, stop="max_turns"),
+    "unknown_tool": dict(calls=[call("compile_and_pray", {})] + GOOD),
+    "malformed_call": dict(calls=[call("write", '{"path": "model_new.py"')] + GOOD),
+    "repeated_calls": dict(calls=[call("read", {"path": "model.py"})] * 3 + GOOD),
+    "outcome": dict(calls=GOOD, reward=-1),
+}
+
+
+def test_each_rule_drops_its_trajectory_and_the_report_counts_it(tmp_path):
+    paths = [trajectory(tmp_path / name / "trajectory.jsonl", **case) for name, case in CASES.items()
+             for _ in [(tmp_path / name).mkdir()]]
+    rows, report = rft_rows(find_trajectories([tmp_path]))
+    assert report.trajectories == len(paths) and report.kept == 1
+    assert report.dropped == {rule: 1 for rule in RULES}
+    (row,) = rows
+    assert row["reward"] == 3.0 and "kept" in row["trajectory"]
+    assistant = [m for m in row["messages"] if m["role"] == "assistant"]
+    assert assistant[0]["tool_calls"][0]["function"] == {"name": "write",
+                                                         "arguments": GOOD[0]["arguments"]}
+    assert [m["role"] for m in row["messages"]][:3] == ["system", "user", "assistant"]
+    assert {t["function"]["name"] for t in row["tools"]} >= {"write", "profile", "finish"}
+
+
+def test_outcome_threshold_and_repeat_length_are_settings(tmp_path):
+    path = trajectory(tmp_path / "trajectory.jsonl", [call("read", {"path": "a"})] * 3 + GOOD, reward=1)
+    assert rft_rows([path], RFTFilter(max_repeats=4))[1].kept == 1
+    assert rft_rows([path], RFTFilter(max_repeats=4, min_reward=1))[1].dropped["outcome"] == 1
+
+
+def test_no_trajectories_is_a_clear_error(tmp_path):
+    with pytest.raises(DatasetError, match="no trajectory.jsonl"):
+        find_trajectories([tmp_path])
+
+
+def test_rows_load_with_verls_multiturn_sft_dataset_without_parquets_nulls(tmp_path, tiny_tokenizer_dir):
+    pytest.importorskip("verl")
+    from omegaconf import OmegaConf
+    from transformers import AutoTokenizer
+    from trl.chat_template_utils import qwen2_5_chat_template
+    from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
+
+    from cuda_agent.train.verl_sft_dataset import RFTDataset
+
+    (tmp_path / "t").mkdir()
+    rows, _ = rft_rows([trajectory(tmp_path / "t" / "trajectory.jsonl", GOOD)])
+    path = write_parquet(rows, tmp_path / "rft.parquet")
+    assert read_parquet(path)[0]["tools"][-1]["function"]["parameters"]["properties"].get("path", 0) is None
+    tokenizer = AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
+    tokenizer.chat_template = qwen2_5_chat_template  # a real tool-calling template
+    config = OmegaConf.create({"max_length": 200000, "truncation": "error", "messages_key": "messages",
+                               "tools_key": "tools", "pad_mode": "no_padding"})
+    plain = MultiTurnSFTDataset([str(path)], tokenizer, config)
+    cleaned = RFTDataset([str(path)], tokenizer, config)
+    item = cleaned[0]
+    assert item["input_ids"].shape == item["loss_mask"].shape
+    assert 0 < int(item["loss_mask"].sum()) < item["input_ids"].numel()  # the assistant's tokens only
+    assert cleaned.tools[0] == without_nulls(plain.tools[0]) and "None" not in json.dumps(cleaned.tools[0])
+    text = tokenizer.decode(item["input_ids"])
+    assert '"name": "profile"' in text and "null" not in text.split("</tools>")[0]
