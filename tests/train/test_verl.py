@@ -207,3 +207,62 @@ def test_compute_score_through_verls_naive_reward_manager(tokenizer, train_pool,
     assert slow["reward_score"] == 1.0 and slow["reward_extra_info"]["status"] == "ok"
     bad = asyncio.run(judge("no code here"))
     assert bad["reward_score"] == -1.0 and "no usable solution" in bad["reward_extra_info"]["reason"]
+
+
+class InstantPool:
+    """A judge pool that accepts every solution at once with reward 3 (the reward's batching, not the judge)."""
+
+    backend = "cpu"
+
+    async def evaluate(self, task, solution, stage):
+        from cuda_agent.judge.verdict import Verdict
+
+        return Verdict(status="ok", correct=True, reward=3, reward_continuous=40.0, speedup_vs_eager=40.0,
+                       speedup_vs_compile=41.0, stage="profile")
+
+
+def test_compute_score_keys_are_the_same_for_every_outcome_so_a_mixed_batch_assembles(tokenizer, demo_tasks):
+    import numpy as np
+    import torch
+    from omegaconf import OmegaConf
+    from verl import DataProto
+    from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
+
+    from cuda_agent.train.verl_pools import register_pool
+    from cuda_agent.train.verl_reward import compute_score
+
+    from .conftest import files_reply
+
+    register_pool({"backend": "cpu", "concurrency": 3}, InstantPool())
+    score = functools.partial(compute_score, backend="cpu", concurrency=3)
+    task = demo_tasks[0]
+
+    async def judge(manager, reply, extra_info):
+        ids = tokenizer(reply, add_special_tokens=False)["input_ids"]
+        data = DataProto.from_dict(
+            tensors={"responses": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)},
+            non_tensors={"data_source": np.array(["cuda_agent/demo"], dtype=object),
+                         "reward_model": np.array([{"ground_truth": task.sha256}], dtype=object),
+                         "extra_info": np.array([extra_info], dtype=object)})
+        return await manager.run_single(data)
+
+    info = {"ref_arch_src": task.source, "task_id": task.name}
+    replies = [(files_reply(family.solution_files("fast")), info), ("no code here", info),
+               ("no code here", {"task_id": "lost"}), (files_reply(family.solution_files("fast")), {
+                   "ref_arch_src": "x = 1\n", "task_id": "broken"})]
+
+    async def batch(items):
+        manager = NaiveRewardManager(OmegaConf.create({}), tokenizer, score)  # binds the running loop
+        return await asyncio.gather(*(judge(manager, r, i) for r, i in items))
+
+    for order in (replies, replies[::-1]):  # a judged reply first, and a failed one first
+        outputs = asyncio.run(batch(order))
+        infos = [o["reward_extra_info"] for o in outputs]
+        # what verl's reward loop does with a batch (RewardLoopManager.compute_rm_score)
+        keys = list(infos[0].keys())
+        fields = {key: np.array([info[key] for info in infos]) for key in keys}
+        assert all(set(i) == set(keys) for i in infos)
+        assert all(v is not None for i in infos for v in i.values())
+        assert fields["status"].dtype.kind == "U" and fields["speedup_vs_compile"].dtype.kind == "f"
+    by_status = {i["status"]: o["reward_score"] for o, i in zip(outputs, infos)}
+    assert by_status == {"ok": 3.0, "no_solution": -1.0, "no_task": -1.0} and len(outputs) == 4

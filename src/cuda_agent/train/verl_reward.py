@@ -5,7 +5,9 @@ for every single-turn response; the task comes back from the row's ``extra_info.
 The judge pool and the reward cache live once per reward worker process. ``reward_kwargs``
 (``reward.custom_reward_function.reward_kwargs``) may set ``backend``, ``kind`` (milestone or
 continuous), ``concurrency``, ``timeout_s``, ``cache_dir`` and ``log_path``. The returned dict
-holds ``score`` and the verdict's fields, which verl logs as ``reward_extra_info``.
+holds ``score`` and the verdict's fields, which verl logs as ``reward_extra_info``: always the
+same keys, whatever the outcome, since verl takes a batch's keys from its first sample. It never
+raises: a row whose task does not load, or a reply with no solution, scores -1 with the reason.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import threading
 from typing import Any
 
 from .reward import JudgeReward
-from .rows import DatasetError, task_of_row
+from .rows import task_of_row
 
 _rewards: dict[str, JudgeReward] = {}
 _lock = threading.Lock()
@@ -36,12 +38,42 @@ def shared_reward(options: dict[str, Any]) -> JudgeReward:
         return _rewards[key]
 
 
+# Every result carries the same keys with values of one type each: verl builds its batch fields
+# from the first sample's keys and reads them from every other sample, and puts each key's values
+# in one array. A field the verdict does not have (no solution, a timeout) gets its placeholder.
+EXTRA_INFO = {"reason": "", "status": "", "correct": False, "reward": -1.0, "reward_continuous": -1.0,
+              "speedup_vs_eager": 0.0, "speedup_vs_compile": 0.0, "stage": "", "error": "",
+              "candidate_ms": 0.0, "eager_ms": 0.0, "compile_ms": 0.0, "cached": False}
+
+
+def _typed(value: Any, placeholder: Any) -> Any:
+    if value is None:
+        return placeholder
+    if isinstance(placeholder, bool):
+        return bool(value)
+    if isinstance(placeholder, float):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            return placeholder
+    return str(value)
+
+
+def score_dict(score: float, fields: dict[str, Any]) -> dict[str, Any]:
+    """``score`` and exactly the keys of ``EXTRA_INFO``, each of its placeholder's type."""
+    return {"score": float(score), **{k: _typed(fields.get(k), v) for k, v in EXTRA_INFO.items()}}
+
+
 async def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None,
                         **reward_kwargs: Any) -> dict[str, Any]:
+    """Never raises for a row or a reply: whatever goes wrong scores -1 with the reason."""
     try:
         task = task_of_row(extra_info)
-    except DatasetError as exc:
-        return {"score": -1.0, "reason": str(exc), "status": "no_task"}
-    result = await shared_reward(reward_kwargs).score(solution_str, task)
-    fields = {k: v for k, v in result.fields.items() if isinstance(v, (int, float, str, bool)) and v is not None}
-    return {"score": result.score, **fields, "cached": result.cached, "reason": result.reason}
+    except Exception as exc:  # noqa: BLE001 - a DatasetError, or a TaskFormatError from the row's source
+        return score_dict(-1.0, {"reason": f"the row's task does not load: {exc}", "status": "no_task"})
+    try:
+        result = await shared_reward(reward_kwargs).score(solution_str, task)
+    except Exception as exc:  # noqa: BLE001 - the reward function never ends training
+        return score_dict(-1.0, {"reason": f"the reward failed: {type(exc).__name__}: {exc}",
+                                 "status": "reward_error"})
+    return score_dict(result.score, {**result.fields, "cached": result.cached, "reason": result.reason})
