@@ -35,6 +35,9 @@ MALFORMED = {
     "kernels without a binding": files_reply({"model_new.py": FAST["model_new.py"],
                                               "kernels/row_max.cpp": FAST["kernels/row_max.cpp"]}),
     "not a string": None,
+    # JSON's escape for a lone surrogate decodes to a str that has no UTF-8 form
+    "lone surrogate in a tool call": '<tool_call>{"name": "write", "arguments": {"path": "model_new.py", '
+                                     '"content": "x = \\ud800"}}</tool_call>',
 }
 
 

@@ -93,7 +93,11 @@ def solution_from_reply(reply: str) -> Solution:
         raise ReplyFormatError(f"the reply writes {len(files)} files; a solution has at most {MAX_FILES}")
     for path, text in files.items():
         check_path(path)
-        if len(text.encode()) > MAX_FILE_BYTES:
+        try:
+            size = len(text.encode())
+        except UnicodeEncodeError as exc:  # a lone surrogate ("\\ud800" in a tool call's JSON) has no UTF-8 form
+            raise ReplyFormatError(f"{path} holds text that is not valid Unicode ({exc.reason})") from None
+        if size > MAX_FILE_BYTES:
             raise ReplyFormatError(f"{path} is larger than {MAX_FILE_BYTES} bytes")
     kernels = any(p.startswith(KERNEL_DIR + "/") for p in files)
     return Solution(files, "workspace" if kernels else "single_file", "reply")

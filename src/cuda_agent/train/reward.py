@@ -122,8 +122,9 @@ class JudgeReward:
         try:
             solution = solution_from_reply(reply)
             validate_solution(solution, task, self.pool.backend)
-        except (ReplyFormatError, SolutionFormatError) as exc:
-            result = RewardResult(-1.0, f"no usable solution: {exc}", {"status": "no_solution"})
+        except Exception as exc:  # noqa: BLE001 - whatever a reply holds, it scores -1: the reward never raises
+            why = str(exc) if isinstance(exc, (ReplyFormatError, SolutionFormatError)) else f"{type(exc).__name__}: {exc}"
+            result = RewardResult(-1.0, f"no usable solution: {why}", {"status": "no_solution"})
             self._log(result, task, False, time.monotonic() - started)
             return result
         key = content_key(task, solution.sha256, self.stage, self.kind)
