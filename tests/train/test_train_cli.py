@@ -104,3 +104,19 @@ def test_a_missing_engine_names_its_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "trl", None)  # what an environment without TRL looks like to import
     with pytest.raises(TrainError, match=r"cuda-agent\[trl\]"):
         require("trl")
+
+
+def test_verl_dry_run_prints_the_command_even_without_verl(tmp_path, fixtures_dir, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "verl", None)  # what an environment without verl looks like to import
+    rows = tmp_path / "rows.parquet"
+    invoke("data", fixtures_dir / "tasks", "--out", rows, "--backend", "cpu")
+    result = invoke("agentic", "--model", "Qwen/Qwen2.5-7B-Instruct", "--data", rows, "--out", tmp_path / "runs",
+                    "--dry-run", "--resume-from", tmp_path / "runs/value/checkpoints/global_step_20",
+                    "--sequence-parallel", "4", "--cache-dir", tmp_path / "cache", "--judge-concurrency", "16")
+    assert result.exit_code == 0, result.output
+    assert "verl.trainer.main_ppo" in result.stdout and "not checked" in result.stderr
+    assert "ppo_max_token_len_per_gpu=32768" in result.stdout
+    assert "reward_kwargs.concurrency=16" in result.stdout and "reward_kwargs.cache_dir=" in result.stdout
+    assert "trainer.total_training_steps=170" in result.stdout

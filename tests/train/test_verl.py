@@ -40,10 +40,62 @@ def test_every_stage_composes_against_verls_own_config(stage, tmp_path):
         assert settings["actor_rollout_ref.rollout.multi_turn.max_assistant_turns"] == 150
         assert settings["actor_rollout_ref.rollout.max_model_len"] == 131_072
         assert "cuda_agent.train.verl_loop.CudaAgentLoop" in (directory / "agent_loops.yaml").read_text()
-    if stage == "value":
-        assert settings["trainer.critic_warmup"] == settings["trainer.total_training_steps"] > 0
+    if stage == "value":  # verl updates the actor once critic_warmup <= the step (counted from 1)
+        assert settings["trainer.critic_warmup"] == settings["trainer.total_training_steps"] + 1 > 1
     if stage == "rft":
         assert module == SFT_MODULE and settings["data.custom_cls.name"] == "RFTDataset"
+
+
+def composed(stage, tmp_path, **kw):
+    from omegaconf import OmegaConf
+
+    _, directory = prepare(options(stage, tmp_path, **kw))
+    return OmegaConf.load(directory / "config.yaml")
+
+
+@pytest.mark.parametrize("sp", [1, 4])
+def test_dynamic_batch_token_budgets_hold_a_whole_sequence(sp, tmp_path):
+    # verl asserts budget x sequence-parallel size >= the longest sequence
+    for stage, context in (("warmup", 32_768), ("value", 131_072)):
+        c = composed(stage, tmp_path / stage, sequence_parallel=sp)
+        budgets = [c.actor_rollout_ref.actor.ppo_max_token_len_per_gpu,
+                   c.actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu,
+                   c.actor_rollout_ref.ref.log_prob_max_token_len_per_gpu,
+                   c.critic.ppo_max_token_len_per_gpu, c.critic.forward_max_token_len_per_gpu]
+        assert all(b * sp >= context for b in budgets), budgets
+        assert c.data.max_prompt_length + c.data.max_response_length == context
+        assert c.actor_rollout_ref.actor.ulysses_sequence_parallel_size == c.critic.ulysses_sequence_parallel_size == sp
+    sft = composed("rft", tmp_path / "rft", sequence_parallel=sp)
+    assert sft.data.max_token_len_per_gpu * sp >= sft.data.max_length == 131_072
+    assert sft.engine.ulysses_sequence_parallel_size == sp
+
+
+def test_value_and_agentic_stages_run_their_steps_whatever_the_dataset_size(tmp_path):
+    value = composed("value", tmp_path, critic_warmup_steps=20)
+    assert value.trainer.total_training_steps == 20 and value.trainer.critic_warmup == 21
+    agentic = composed("agentic", tmp_path)  # resumes from global_step_20: the paper's 150 steps after it
+    assert agentic.trainer.total_training_steps == 20 + 150
+    assert value.trainer.total_epochs > 1000 and agentic.trainer.total_epochs > 1000
+
+
+def test_agentic_reruns_resume_from_their_own_checkpoint(tmp_path):
+    first = composed("agentic", tmp_path)
+    assert first.trainer.resume_mode == "resume_path" and first.trainer.resume_from_path.endswith("global_step_20")
+    checkpoints = tmp_path / "agentic" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    (checkpoints / "latest_checkpointed_iteration.txt").write_text("30")
+    assert composed("agentic", tmp_path).trainer.resume_mode == "auto"
+    with pytest.raises(TrainError, match="global_step_N"):
+        stage_settings(StageOptions(stage="agentic", model="m", data="d", resume_from="/x/checkpoints"))
+
+
+def test_the_reward_function_gets_the_judge_settings_and_a_log(tmp_path):
+    c = composed("warmup", tmp_path, judge_backend="cpu", judge_concurrency=16, judge_cache_dir=str(tmp_path / "c"))
+    kwargs = c.reward.custom_reward_function.reward_kwargs
+    assert kwargs.backend == "cpu" and kwargs.concurrency == 16 and kwargs.cache_dir == str(tmp_path / "c")
+    assert kwargs.log_path == str(tmp_path / "warmup" / "rewards.jsonl")
+    loops = (tmp_path / "warmup" / "agent_loops.yaml").read_text()
+    assert "cache_dir" in loops and "concurrency: 16" in loops
 
 
 def test_a_wrong_key_fails_before_anything_runs():

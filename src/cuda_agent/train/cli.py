@@ -117,6 +117,7 @@ def _stage_command(stage: str):
         nodes: int = typer.Option(1, "--nodes", help="verl: nodes in the Ray cluster."),
         rollout: str = typer.Option("vllm", "--rollout", help="verl: the rollout server, vllm or sglang."),
         tool_format: str = typer.Option("hermes", "--tool-format", help="verl: the model's tool-call format."),
+        sequence_parallel: int = typer.Option(1, "--sequence-parallel", help="verl: Ulysses sequence-parallel size (GPUs sharing one long sequence)."),
         steps: int = typer.Option(100, "--steps", help="trl: GRPO steps."),
         epochs: float = typer.Option(2.0, "--epochs", help="trl rft: epochs."),
         learning_rate: Optional[float] = typer.Option(None, "--lr", help="trl: learning rate (default: the paper's 3e-6 actor rate for GRPO, 1e-5 for RFT)."),
@@ -132,7 +133,8 @@ def _stage_command(stage: str):
             raise TrainError(f"unknown engine {engine!r}; choose verl or trl")
         if engine == "verl":
             _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, batch_size, rollout_n, gpus,
-                      nodes, rollout, tool_format, episodes, device, judge_concurrency, list(extra or []))
+                      nodes, rollout, tool_format, sequence_parallel, episodes, device, judge_concurrency, cache_dir,
+                      list(extra or []))
         else:
             _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, generations, max_completion,
                      episodes, device, judge_concurrency, cache_dir)
@@ -148,7 +150,7 @@ def _stage_command(stage: str):
 
 
 def _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, batch_size, rollout_n, gpus, nodes,
-              rollout, tool_format, episodes, device, judge_concurrency, extra) -> None:
+              rollout, tool_format, sequence_parallel, episodes, device, judge_concurrency, cache_dir, extra) -> None:
     from . import stages
     from .models import check_model_path
     from .rows import read_parquet
@@ -159,8 +161,14 @@ def _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, ba
         stage=stage, model=check_model_path(model) if not dry_run else model,
         data=str(data_path.resolve()) if data_path else None, out=out_dir, critic=critic, resume_from=resume_from,
         batch_size=batch_size, rollout_n=rollout_n, collect_samples=episodes, gpus_per_node=gpus, nodes=nodes,
-        rollout=rollout, tool_format=tool_format, judge_backend=device or "cuda",
-        judge_concurrency=judge_concurrency or 4, extra=extra)
+        rollout=rollout, tool_format=tool_format, sequence_parallel=sequence_parallel, judge_backend=device or "cuda",
+        judge_concurrency=judge_concurrency or 4, judge_cache_dir=str(cache_dir) if cache_dir else None, extra=extra)
+    if dry_run and not stages.verl_installed():
+        argv, _ = stages.command(options)
+        out.print(" \\\n  ".join(argv))
+        err.print("[yellow]verl is not installed here, so this command was not checked against verl's own config "
+                  "and no config file was written (pip install 'cuda-agent[verl]' to check it).[/]")
+        return
     argv, directory = stages.prepare(options)
     out.print(" \\\n  ".join(argv))
     out.print(f"config: {directory / 'config.yaml'}")

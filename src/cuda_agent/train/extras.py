@@ -7,7 +7,7 @@ from types import ModuleType
 
 from ..errors import CudaAgentError
 
-EXTRAS = {"trl": "trl", "datasets": "trl", "verl": "verl", "hydra": "verl", "ray": "verl"}
+EXTRAS = {"trl": "trl", "datasets": "trl", "verl": "verl", "hydra": "verl", "ray": "verl", "yaml": "verl"}
 
 
 class TrainError(CudaAgentError):

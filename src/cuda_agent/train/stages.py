@@ -17,12 +17,12 @@ in the agentic stages. ``compose`` checks every override against verl's own ``pp
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from .extras import TrainError, require
 from .rows import AGENT_NAME
@@ -32,7 +32,13 @@ PPO_MODULE = "verl.trainer.main_ppo"
 SFT_MODULE = "verl.trainer.sft_trainer"
 SINGLE_TURN_CONTEXT = 32_768
 AGENTIC_CONTEXT = 131_072
+AGENTIC_STEPS = 150                      # the paper's agentic RL steps (§4.1)
 LOOP_FILE = "agent_loops.yaml"
+REWARD_LOG = "rewards.jsonl"
+LATEST = "latest_checkpointed_iteration.txt"   # verl's marker of a run's newest checkpoint
+# verl's loop ends at whichever comes first, the epochs or trainer.total_training_steps: stages
+# that count steps give it epochs enough never to be the limit.
+UNBOUNDED_EPOCHS = 1_000_000
 
 PAPER_PPO = {
     "algorithm.adv_estimator": "gae",
@@ -63,15 +69,18 @@ class StageOptions:
     rollout_n: int = 1                   # samples per prompt
     collect_samples: int = 8             # collect: trajectories per task
     critic_warmup_steps: int = 20        # value: steps in which only the critic learns
+    agentic_steps: int = AGENTIC_STEPS   # agentic: PPO steps after the value stage's
     epochs: int = 1
     rft_epochs: int = 2
     rft_lr: float = 1e-5
     gpus_per_node: int = 8
     nodes: int = 1
+    sequence_parallel: int = 1           # Ulysses sequence-parallel size (GPUs sharing one sequence)
     rollout: str = "vllm"                # vllm or sglang
     tool_format: str = "hermes"          # the model's tool-call format, for verl's parsers
     judge_backend: str = "cuda"
     judge_concurrency: int = 4
+    judge_cache_dir: str | None = None
     extra: list[str] = field(default_factory=list)   # further Hydra overrides, passed through
 
     @property
@@ -95,10 +104,18 @@ def reward_function_path() -> str:
     return str(Path(__file__).resolve().with_name("verl_reward.py"))
 
 
+def judge_settings(options: StageOptions) -> dict[str, Any]:
+    """The judge pool's settings (``verl_pools.judge_pool``), for the agent loop and the reward."""
+    settings: dict[str, Any] = {"backend": options.judge_backend, "concurrency": options.judge_concurrency}
+    if options.judge_cache_dir:
+        settings["cache_dir"] = str(Path(options.judge_cache_dir).resolve())
+    return settings
+
+
 def agent_loop_config(options: StageOptions) -> list[dict[str, Any]]:
     """The file that registers the agent loop with verl, with the judge and logging settings."""
     return [{"name": AGENT_NAME, "_target_": "cuda_agent.train.verl_loop.CudaAgentLoop",
-             "judge": {"backend": options.judge_backend, "concurrency": options.judge_concurrency},
+             "judge": judge_settings(options),
              "trajectory_dir": str(options.directory / "trajectories"),
              "workspace_root": str(options.directory / "workspaces")}]
 
@@ -112,6 +129,48 @@ def _common(options: StageOptions) -> dict[str, Any]:
     }
 
 
+def tokens_per_gpu(context: int, sequence_parallel: int) -> int:
+    """Dynamic batching's token budget per GPU: verl asserts that one sequence fits, that is
+    budget x sequence-parallel size >= the longest sequence, so its defaults (16k, 8k for SFT)
+    fail on 32k and 128k sequences."""
+    if sequence_parallel < 1:
+        raise TrainError(f"the sequence-parallel size must be at least 1, not {sequence_parallel}")
+    return math.ceil(context / sequence_parallel)
+
+
+def _long_context(options: StageOptions, context: int) -> dict[str, Any]:
+    tokens, sp = tokens_per_gpu(context, options.sequence_parallel), options.sequence_parallel
+    settings: dict[str, Any] = {
+        "actor_rollout_ref.actor.use_dynamic_bsz": True, "critic.use_dynamic_bsz": True,
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz": True,
+        "actor_rollout_ref.ref.log_prob_use_dynamic_bsz": True,
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": tokens,
+        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": tokens,
+        "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu": tokens,
+        "critic.ppo_max_token_len_per_gpu": tokens, "critic.forward_max_token_len_per_gpu": tokens,
+        "actor_rollout_ref.actor.ulysses_sequence_parallel_size": sp,
+        "actor_rollout_ref.ref.ulysses_sequence_parallel_size": sp,
+        "critic.ulysses_sequence_parallel_size": sp,
+    }
+    if sp > 1:  # Ulysses works on unpadded sequences
+        settings.update({"actor_rollout_ref.model.use_remove_padding": True,
+                         "critic.model.use_remove_padding": True})
+    return settings
+
+
+def reward_kwargs(options: StageOptions) -> dict[str, Any]:
+    """``reward.custom_reward_function.reward_kwargs``: verl_reward.compute_score's settings."""
+    return {**judge_settings(options), "log_path": str(options.directory / REWARD_LOG)}
+
+
+def resume_step(path: str) -> int:
+    """N of a verl checkpoint folder ``.../global_step_N``."""
+    match = re.search(r"global_step_(\d+)/?$", str(path))
+    if not match:
+        raise TrainError(f"--resume-from must be a verl checkpoint folder named global_step_N, not {path}")
+    return int(match.group(1))
+
+
 def _ppo(options: StageOptions, *, agentic: bool) -> dict[str, Any]:
     context = AGENTIC_CONTEXT if agentic else SINGLE_TURN_CONTEXT
     prompt = 16_384 if agentic else 8_192
@@ -122,11 +181,12 @@ def _ppo(options: StageOptions, *, agentic: bool) -> dict[str, Any]:
         "data.max_response_length": context - prompt, "data.return_raw_chat": True,
         "actor_rollout_ref.model.path": options.model, "critic.model.path": options.critic or options.model,
         "actor_rollout_ref.actor.ppo_mini_batch_size": options.batch_size,   # one update per batch
-        "actor_rollout_ref.actor.use_dynamic_bsz": True, "critic.use_dynamic_bsz": True,
+        **_long_context(options, context),
         "actor_rollout_ref.rollout.name": options.rollout, "actor_rollout_ref.rollout.n": options.rollout_n,
         "actor_rollout_ref.rollout.max_model_len": context, "actor_rollout_ref.rollout.calculate_log_probs": True,
         "reward.custom_reward_function.path": reward_function_path(),
         "reward.custom_reward_function.name": "compute_score",
+        **{f"+reward.custom_reward_function.reward_kwargs.{k}": v for k, v in reward_kwargs(options).items()},
         "trainer.total_epochs": options.epochs, "trainer.save_freq": 10, "trainer.test_freq": -1,
     }
     if agentic:
@@ -152,6 +212,8 @@ def stage_settings(options: StageOptions) -> tuple[str, dict[str, Any]]:
             **_common(options), "data.train_files": options.data, "data.messages_key": "messages",
             "data.tools_key": "tools", "data.max_length": AGENTIC_CONTEXT, "data.truncation": "error",
             "data.pad_mode": "no_padding", "data.use_dynamic_bsz": True,
+            "data.max_token_len_per_gpu": tokens_per_gpu(AGENTIC_CONTEXT, options.sequence_parallel),
+            "engine.ulysses_sequence_parallel_size": options.sequence_parallel,
             "data.custom_cls.path": str(Path(__file__).resolve().with_name("verl_sft_dataset.py")),
             "data.custom_cls.name": "RFTDataset",
             "model.path": options.model, "optim.lr": options.rft_lr, "trainer.total_epochs": options.rft_epochs,
@@ -166,15 +228,31 @@ def stage_settings(options: StageOptions) -> tuple[str, dict[str, Any]]:
                          "actor_rollout_ref.rollout.val_kwargs.temperature": 1.0,
                          "actor_rollout_ref.rollout.val_kwargs.do_sample": True})
     elif options.stage == "value":
-        settings.update({"trainer.critic_warmup": options.critic_warmup_steps,
-                         "trainer.total_training_steps": options.critic_warmup_steps,
-                         "trainer.save_freq": options.critic_warmup_steps})
+        # verl counts steps from 1 and updates the actor once critic_warmup <= the step: a warm-up
+        # of N steps, all of them the critic's alone, is critic_warmup N + 1 with N steps in all.
+        steps = options.critic_warmup_steps
+        settings.update({"trainer.critic_warmup": steps + 1, "trainer.total_training_steps": steps,
+                         "trainer.total_epochs": UNBOUNDED_EPOCHS, "trainer.save_freq": steps})
     elif options.stage == "agentic":
         if not options.resume_from:
             raise TrainError("the agentic stage continues the value stage: give --resume-from with its "
                              "checkpoint folder (OUT/value/checkpoints/global_step_N)")
-        settings.update({"trainer.resume_mode": "resume_path", "trainer.resume_from_path": options.resume_from})
+        # Resuming sets verl's step counter to the value run's N, so the paper's steps come after it.
+        settings.update({"trainer.total_training_steps": resume_step(options.resume_from) + options.agentic_steps,
+                         "trainer.total_epochs": UNBOUNDED_EPOCHS})
+        if (options.directory / "checkpoints" / LATEST).is_file():
+            settings["trainer.resume_mode"] = "auto"   # a rerun goes on from this stage's own newest checkpoint
+        else:
+            settings.update({"trainer.resume_mode": "resume_path", "trainer.resume_from_path": options.resume_from})
     return PPO_MODULE, settings
+
+
+def verl_installed() -> bool:
+    try:
+        require("verl")
+    except TrainError:
+        return False
+    return True
 
 
 def config_dir() -> Path:
@@ -218,6 +296,7 @@ def prepare(options: StageOptions) -> tuple[list[str], Path]:
     d = options.directory
     d.mkdir(parents=True, exist_ok=True)
     if module == PPO_MODULE:
+        yaml = require("yaml")
         (d / LOOP_FILE).write_text(yaml.safe_dump(agent_loop_config(options), sort_keys=False))
     config = compose(module, overrides)
     from omegaconf import OmegaConf
