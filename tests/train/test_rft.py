@@ -100,3 +100,49 @@ def test_rows_load_with_verls_multiturn_sft_dataset_without_parquets_nulls(tmp_p
     assert cleaned.tools[0] == without_nulls(plain.tools[0]) and "None" not in json.dumps(cleaned.tools[0])
     text = tokenizer.decode(item["input_ids"])
     assert '"name": "profile"' in text and "null" not in text.split("</tools>")[0]
+
+
+LOOP_LOG = "cuda_agent.verl_loop/1"
+
+
+def loop_entry(task="t", *, stop="finished", reward=3, run=None):
+    """One line of the verl agent loop's log (verl_loop.CudaAgentLoop._log)."""
+    messages = [{"role": "system", "content": "skill"}, {"role": "user", "content": "task"}]
+    for i, c in enumerate(GOOD):
+        messages.append({"role": "assistant", "content": "", "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": c["name"], "arguments": json.loads(c["arguments"])}}]})
+        messages.append({"role": "tool", "content": "ok", "tool_call_id": f"c{i}"})
+    entry = {"format": LOOP_LOG, "task": {"name": task, "sha256": "x"}, "reward": reward, "stop_reason": stop,
+             "messages": messages, "best": {"type": "best", "reward": reward, "correct": reward > 0, "files": {}}}
+    if run:
+        entry["run"] = run
+    return json.dumps(entry)
+
+
+def test_a_loop_trajectory_that_filled_its_token_budget_is_an_overrun(tmp_path):
+    log = tmp_path / "trajectories-1.jsonl"
+    log.write_text(loop_entry() + "\n" + loop_entry(stop="max_response_length") + "\n")
+    rows, report = rft_rows([log])
+    assert report.kept == 1 and report.dropped["budget_overrun"] == 1
+
+
+def test_a_torn_line_costs_that_line_only(tmp_path):
+    log = tmp_path / "trajectories-1.jsonl"
+    log.write_text(loop_entry()[:-40] + "\n" + loop_entry() + "\n" + loop_entry()[:25] + "\n" + loop_entry() + "\n")
+    rows, report = rft_rows([log])
+    assert report.kept == 2 and len(report.unreadable) == 2 and report.trajectories == 4
+    assert all(":1:" in u or ":3:" in u for u in report.unreadable)
+
+
+def test_a_rerun_of_collection_replaces_its_trajectories_instead_of_doubling_them(tmp_path):
+    folder = tmp_path / "trajectories"
+    folder.mkdir()
+    # the first run: two workers; the rerun: one worker, sampling both tasks again
+    (folder / "trajectories-11.jsonl").write_text(loop_entry("a", run="001") + "\n" + loop_entry("b", run="001") + "\n")
+    (folder / "trajectories-12.jsonl").write_text(loop_entry("a", run="001") + "\n")
+    (folder / "trajectories-13.jsonl").write_text(loop_entry("a", run="002") + "\n" + loop_entry("b", run="002") + "\n")
+    rows, report = rft_rows(find_trajectories([tmp_path]))
+    assert report.kept == 2 and report.superseded == 3 and sorted(r["task_id"] for r in rows) == ["a", "b"]
+    # trajectories without a run (the training stages' logs) all count
+    (folder / "trajectories-14.jsonl").write_text(loop_entry("c") + "\n" + loop_entry("c") + "\n")
+    assert rft_rows(find_trajectories([tmp_path]))[1].kept == 4

@@ -4,7 +4,8 @@ The paper's two filters (§3.3), each a named rule so the report can say how man
 dropped (a trajectory is dropped by the first rule it breaks, in this order):
 
 * ``unfinished``: the episode has no end (it was cut off, or its model became unreachable).
-* ``budget_overrun``: it ended because a budget ran out (turns, wall time, context).
+* ``budget_overrun``: it ended because a budget ran out (turns, wall time, context; in the verl
+  loop, ``max_response_length``: its tokens filled the response budget).
 * ``unknown_tool``, ``malformed_call``: a call names no tool of the agent, or its arguments are
   not a JSON object that fits the tool's schema (the hallucinated calls the paper drops).
 * ``repeated_calls``: the same call (tool and arguments) ``max_repeats`` times in a row, the
@@ -30,7 +31,8 @@ from ..agent.trajectory import Trajectory, TrajectoryError, load_trajectory
 from .rows import DatasetError, tool_schemas
 
 RULES = ("unfinished", "budget_overrun", "unknown_tool", "malformed_call", "repeated_calls", "outcome")
-OVERRUNS = frozenset({"max_turns", "max_wall_time", "context_exhausted"})
+OVERRUNS = frozenset({"max_turns", "max_wall_time", "context_exhausted",
+                      "max_response_length"})  # the verl loop's token budget (verl_loop)
 
 
 @dataclass
@@ -44,7 +46,8 @@ class RFTReport:
     trajectories: int = 0
     kept: int = 0
     dropped: dict[str, int] = field(default_factory=lambda: {rule: 0 for rule in RULES})
-    unreadable: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)     # files, or lines of a loop log, that did not load
+    superseded: int = 0   # loop-log trajectories of an earlier run of the same collection (a rerun replaces them)
     rewards: dict[str, int] = field(default_factory=dict)   # reward of the kept ones -> count
 
     def to_dict(self) -> dict[str, Any]:
@@ -145,21 +148,56 @@ def loop_log_trajectory(path: Path, number: int, entry: dict[str, Any]) -> Traje
     if entry.get("best"):
         events.append({"type": "best", "t": 0, "turn": turn, **entry["best"]})
     events.append({"type": "end", "t": 0, "turn": turn, "stop_reason": entry.get("stop_reason", "")})
+    if entry.get("run"):
+        header["run"] = str(entry["run"])
     return Trajectory(path=Path(f"{path}:{number}"), header=header, events=events)
 
 
-def load_trajectories(path: Path) -> list[Trajectory]:
-    """The trajectories in a file: one for the agent's trajectory.jsonl, one a line for a loop log."""
-    with open(path) as fh:
-        first = fh.readline()
-    try:
-        head = json.loads(first)
-    except json.JSONDecodeError:
-        head = {}
-    if isinstance(head, dict) and head.get("format") == LOOP_LOG_FORMAT:
-        lines = [line for line in path.read_text().splitlines() if line.strip()]
-        return [loop_log_trajectory(path, n, json.loads(line)) for n, line in enumerate(lines, 1)]
-    return [load_trajectory(path)]
+def is_loop_log(path: Path) -> bool:
+    """Whether ``path`` is a verl loop log: its first readable line says so (a torn first line
+    is skipped like any other)."""
+    with open(path, errors="replace") as fh:
+        for line in fh:
+            try:
+                head = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            return isinstance(head, dict) and head.get("format") == LOOP_LOG_FORMAT
+    return False
+
+
+def load_trajectories(path: Path, unreadable: list[str] | None = None) -> list[Trajectory]:
+    """The trajectories in a file: one for the agent's trajectory.jsonl, one a line for a loop log.
+    A loop-log line that does not load (cut short by a crash, say) is skipped alone and named in
+    ``unreadable``; the file's other lines still count."""
+    if not is_loop_log(path):
+        return [load_trajectory(path)]
+    found = []
+    with open(path, errors="replace") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                found.append(loop_log_trajectory(path, number, json.loads(line)))
+            except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+                if unreadable is not None:
+                    unreadable.append(f"{path}:{number}: {type(exc).__name__}: {exc}")
+    return found
+
+
+def latest_runs(trajectories: list[Trajectory]) -> tuple[list[Trajectory], int]:
+    """Rerunning the collect stage samples every task again. Per folder and task, only the newest
+    run's loop-log trajectories count, so a rerun replaces the earlier run's instead of doubling
+    them; (the trajectories kept, how many were superseded)."""
+    def group(t: Trajectory) -> tuple[str, str]:
+        return str(Path(str(t.path).rsplit(":", 1)[0]).parent), str(t.header.get("task", {}).get("name", ""))
+
+    newest: dict[tuple[str, str], str] = {}
+    for t in trajectories:
+        if run := t.header.get("run"):
+            newest[group(t)] = max(newest.get(group(t), ""), run)
+    kept = [t for t in trajectories if not t.header.get("run") or t.header["run"] == newest[group(t)]]
+    return kept, len(trajectories) - len(kept)
 
 
 def rft_rows(paths: list[Path], rules: RFTFilter | None = None) -> tuple[list[dict[str, Any]], RFTReport]:
@@ -170,9 +208,10 @@ def rft_rows(paths: list[Path], rules: RFTFilter | None = None) -> tuple[list[di
     loaded: list[Trajectory] = []
     for path in paths:
         try:
-            loaded.extend(load_trajectories(path))
+            loaded.extend(load_trajectories(path, report.unreadable))
         except (TrajectoryError, json.JSONDecodeError, KeyError, OSError) as exc:
             report.unreadable.append(f"{path}: {exc}")
+    loaded, report.superseded = latest_runs(loaded)
     report.trajectories = len(loaded) + len(report.unreadable)
     for traj in loaded:
         if rule := broken_rule(traj, rules, validators):
