@@ -39,7 +39,9 @@ def test_every_stage_composes_against_verls_own_config(stage, tmp_path):
     if stage in ("collect", "value", "agentic"):
         assert settings["actor_rollout_ref.rollout.multi_turn.max_assistant_turns"] == 150
         assert settings["actor_rollout_ref.rollout.max_model_len"] == 131_072
-        assert "cuda_agent.train.verl_loop.CudaAgentLoop" in (directory / "agent_loops.yaml").read_text()
+        loops = (directory / "agent_loops.yaml").read_text()
+        assert "cuda_agent.train.verl_loop.CudaAgentLoop" in loops
+        assert ("run_id" in loops) == (stage == "collect")  # a rerun of collection replaces its trajectories
     if stage == "value":  # verl updates the actor once critic_warmup <= the step (counted from 1)
         assert settings["trainer.critic_warmup"] == settings["trainer.total_training_steps"] + 1 > 1
     if stage == "rft":

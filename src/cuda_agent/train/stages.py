@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,11 +114,18 @@ def judge_settings(options: StageOptions) -> dict[str, Any]:
 
 
 def agent_loop_config(options: StageOptions) -> list[dict[str, Any]]:
-    """The file that registers the agent loop with verl, with the judge and logging settings."""
-    return [{"name": AGENT_NAME, "_target_": "cuda_agent.train.verl_loop.CudaAgentLoop",
-             "judge": judge_settings(options),
-             "trajectory_dir": str(options.directory / "trajectories"),
-             "workspace_root": str(options.directory / "workspaces")}]
+    """The file that registers the agent loop with verl, with the judge and logging settings.
+
+    The collect stage's runs are numbered (``run_id``, in time order): verl cannot resume a
+    validation-only run, so a rerun samples every task again, and the RFT builder keeps only the
+    newest run's trajectories of each task instead of counting both."""
+    config = {"name": AGENT_NAME, "_target_": "cuda_agent.train.verl_loop.CudaAgentLoop",
+              "judge": judge_settings(options),
+              "trajectory_dir": str(options.directory / "trajectories"),
+              "workspace_root": str(options.directory / "workspaces")}
+    if options.stage == "collect":
+        config["run_id"] = f"{time.time_ns():020d}"
+    return [config]
 
 
 def _common(options: StageOptions) -> dict[str, Any]:

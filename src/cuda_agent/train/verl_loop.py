@@ -19,7 +19,8 @@ verdicts, the reward) to ``trajectory_dir`` as one JSON line, for rejection fine
 
 Extra settings come from the agent-loop config file that registers this class (hydra passes
 them to ``__init__``): ``judge`` (backend, concurrency, cache_dir, timing_seconds),
-``trajectory_dir``, ``workspace_root``, ``max_tool_chars``.
+``trajectory_dir``, ``workspace_root``, ``max_tool_chars``, ``run_id`` (the collect stage's run,
+logged with each trajectory so that a rerun's trajectories replace this run's in RFT).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def message_dict(message: Message) -> dict[str, Any]:
 class CudaAgentLoop(AgentLoopBase):
     def __init__(self, *args: Any, judge: dict | None = None, trajectory_dir: str | None = None,
                  workspace_root: str | None = None, max_tool_chars: int | None = None, pool: Any = None,
-                 **kwargs: Any) -> None:
+                 run_id: str | None = None, **kwargs: Any) -> None:
         kwargs.pop("tools", None)  # verl's tool list: this loop runs the agent's own tools
         super().__init__(*args, **kwargs)
         multi_turn = self.rollout_config.multi_turn
@@ -81,6 +82,7 @@ class CudaAgentLoop(AgentLoopBase):
         self.pool = pool or judge_pool(judge)
         self.trajectory_dir = Path(trajectory_dir) if trajectory_dir else None
         self.workspace_root = Path(workspace_root) if workspace_root else None
+        self.run_id = run_id
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         task = task_of_row(kwargs.get("extra_info"))
@@ -165,6 +167,8 @@ class CudaAgentLoop(AgentLoopBase):
                  "prompt_ids": list(prompt_ids), "response_ids": list(response), "response_mask": list(mask),
                  "response_logprobs": list(logprobs), "turns": turns,
                  "best": env.best.event() if env.best else None, "time": time.time()}
+        if self.run_id:
+            entry["run"] = self.run_id
         path = self.trajectory_dir / f"trajectories-{os.getpid()}.jsonl"
         with _log_lock:
             self.trajectory_dir.mkdir(parents=True, exist_ok=True)
