@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.cluster import LocalJudgePool
 from cuda_agent.train.demo import family
 from cuda_agent.train.demo.tiny import build_tiny_model
+from cuda_agent.train.pools import TrainJudgePool
 
 
 @pytest.fixture(scope="session")
 def train_pool(judge_config):
-    with LocalJudgePool(judge_config(), max_concurrent=2) as pool:
+    with TrainJudgePool(judge_config(), max_concurrent=2) as pool:
         yield pool
 
 

@@ -93,3 +93,47 @@ def test_a_judge_that_hangs_or_fails_scores_minus_one(demo_tasks):
     assert hung.score == -1.0 and "longer than" in hung.reason
     failed = asyncio.run(JudgeReward(Pool("fail")).score(files_reply(FAST), demo_tasks[0]))
     assert failed.score == -1.0 and "worker lost" in failed.reason
+
+
+def record_pid_and_hang(task, solution, stage):
+    """A pool process's evaluation that never ends (module level: a spawned process imports it)."""
+    import os
+    import time
+    from pathlib import Path
+
+    Path(os.environ["HANG_PID_FILE"]).write_text(str(os.getpid()))
+    time.sleep(120)
+
+
+def no_judge(config, processes):
+    pass
+
+
+def test_the_time_limit_stops_the_judge_instead_of_abandoning_it(demo_tasks, tmp_path, monkeypatch):
+    import os
+    import time
+
+    from cuda_agent.judge.config import JudgeConfig
+    from cuda_agent.train.pools import TrainJudgePool
+
+    class HangingPool(TrainJudgePool):
+        start = staticmethod(no_judge)
+        run_evaluate = staticmethod(record_pid_and_hang)
+
+    pid_file = tmp_path / "pid"
+    monkeypatch.setenv("HANG_PID_FILE", str(pid_file))  # spawned processes inherit the environment
+    with HangingPool(JudgeConfig(backend="cpu", cache_dir=tmp_path / "cache"), max_concurrent=1) as pool:
+        started = time.monotonic()
+        result = asyncio.run(JudgeReward(pool, timeout_s=3).score(files_reply(FAST), demo_tasks[0]))
+        assert result.score == -1.0 and "longer than" in result.reason and result.fields["status"] == "timeout"
+        assert time.monotonic() - started < 60
+        pid = int(pid_file.read_text())
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("the judge's process still runs after its time limit")

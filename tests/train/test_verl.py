@@ -238,7 +238,7 @@ def test_compute_score_through_verls_naive_reward_manager(tokenizer, train_pool,
     from verl import DataProto
     from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
 
-    from cuda_agent.train.verl_pools import register_pool
+    from cuda_agent.train.pools import register_pool
     from cuda_agent.train.verl_reward import compute_score
 
     from .conftest import files_reply
@@ -282,7 +282,7 @@ def test_compute_score_keys_are_the_same_for_every_outcome_so_a_mixed_batch_asse
     from verl import DataProto
     from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
 
-    from cuda_agent.train.verl_pools import register_pool
+    from cuda_agent.train.pools import register_pool
     from cuda_agent.train.verl_reward import compute_score
 
     from .conftest import files_reply

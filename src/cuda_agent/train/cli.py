@@ -25,14 +25,6 @@ NO_VALUE_ON_TRL = ("TRL has no critic, so there is no value stage on the trl eng
                    "verl's (--engine verl). On TRL go from rft straight to agentic, whose GRPO needs no critic.")
 
 
-def _judge_pool(device: Optional[str], cache_dir: Optional[Path], concurrency: Optional[int]):
-    from ..cluster import LocalJudgePool
-    from ..judge.config import JudgeConfig
-
-    extra = {"cache_dir": cache_dir} if cache_dir else {}
-    return LocalJudgePool(JudgeConfig(backend=device, **extra), concurrency)
-
-
 @app.command("data")
 def data(
     tasks: str = typer.Argument(..., help="Tasks: a synthesis Parquet/JSONL, a KernelBench level folder, or a folder of .py tasks."),
@@ -205,7 +197,9 @@ def _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, gen
                         device=device)
         out.print(f"RFT model: {final}")
         return
-    with _judge_pool(device, cache_dir, judge_concurrency) as pool:
+    from .pools import make_judge_pool
+
+    with make_judge_pool({"backend": device, "cache_dir": cache_dir, "concurrency": judge_concurrency}) as pool:
         if stage == "collect":
             _collect(model, rows, directory, pool, episodes, device)
             return

@@ -4,7 +4,8 @@
 format, has the judge profile it through a judge pool and returns the paper's milestone reward
 (Eq. 1: -1, 1, 2, 3) or, with ``kind="continuous"``, the ablation's t_compile / t. It never
 raises for what the model wrote: a reply without a usable solution scores -1 with the reason,
-and so does a judge that fails or runs past ``timeout_s``.
+and so does a judge that fails or runs past ``timeout_s`` (stopped there by a pool that takes a
+time limit, ``pools.TrainJudgePool``).
 
 * **Bounded**: at most ``concurrency`` judge runs at once (the pool has its own bound too).
 * **Judged once**: results are kept by content hash (task, solution, stage, kind); identical
@@ -20,7 +21,9 @@ verl calls ``verl_compute_score`` (its custom reward function signature); TRL ca
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
+import inspect
 import json
 import threading
 import time
@@ -34,6 +37,15 @@ from ..task import Task
 from .replies import ReplyFormatError, solution_from_reply
 
 KINDS = ("milestone", "continuous")
+TIMEOUTS = (asyncio.TimeoutError, concurrent.futures.TimeoutError, TimeoutError)
+
+
+def _takes_timeout(pool: Any) -> bool:
+    try:
+        return "timeout_s" in inspect.signature(pool.evaluate).parameters
+    except (TypeError, ValueError):
+        return False
+
 STAGES = ("verify", "profile")
 LOGGED_FIELDS = ("status", "correct", "reward", "reward_continuous", "speedup_vs_eager", "speedup_vs_compile",
                  "stage", "error")
@@ -157,12 +169,20 @@ class JudgeReward:
         self._log(result, task, True, time.monotonic() - started)
         return result
 
+    async def _evaluate(self, task: Task, solution: Any) -> Any:
+        """The verdict within ``timeout_s``. A pool that takes a time limit (``pools.TrainJudgePool``)
+        stops the run itself, so the slot is free only when the judge really is; with any other
+        pool the wait alone ends, and the run goes on in the background."""
+        if _takes_timeout(self.pool):
+            return await self.pool.evaluate(task, solution, self.stage, timeout_s=self.timeout_s)
+        return await asyncio.wait_for(self.pool.evaluate(task, solution, self.stage), self.timeout_s)
+
     async def _judge(self, task: Task, solution: Any, key: str) -> RewardResult:
         async with self._gate():
             started = time.monotonic()
             try:
-                verdict = await asyncio.wait_for(self.pool.evaluate(task, solution, self.stage), self.timeout_s)
-            except asyncio.TimeoutError:
+                verdict = await self._evaluate(task, solution)
+            except TIMEOUTS:
                 return RewardResult(-1.0, f"the judge took longer than {self.timeout_s:.0f} s",
                                     {"status": "timeout"}, False, key)
             except Exception as exc:  # noqa: BLE001 - a failed judge run scores -1, it never ends training

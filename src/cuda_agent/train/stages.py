@@ -106,7 +106,7 @@ def reward_function_path() -> str:
 
 
 def judge_settings(options: StageOptions) -> dict[str, Any]:
-    """The judge pool's settings (``verl_pools.judge_pool``), for the agent loop and the reward."""
+    """The judge pool's settings (``pools.judge_pool``), for the agent loop and the reward."""
     settings: dict[str, Any] = {"backend": options.judge_backend, "concurrency": options.judge_concurrency}
     if options.judge_cache_dir:
         settings["cache_dir"] = str(Path(options.judge_cache_dir).resolve())

@@ -39,7 +39,7 @@ from ..agent.llm.text_protocol import parse_tool_calls
 from ..agent.messages import Message
 from .extras import require
 from .rows import AGENT_NAME, task_of_row
-from .verl_pools import judge_pool
+from .pools import judge_pool
 
 require("verl")
 from verl.experimental.agent_loop.agent_loop import (  # noqa: E402  (after the check that names the extra)

@@ -25,7 +25,7 @@ POOL_KEYS = ("backend", "cache_dir", "concurrency")
 
 
 def shared_reward(options: dict[str, Any]) -> JudgeReward:
-    from .verl_pools import judge_pool
+    from .pools import judge_pool
 
     key = json.dumps(options, sort_keys=True, default=str)
     with _lock:
