@@ -100,6 +100,8 @@ def test_rows_load_with_verls_multiturn_sft_dataset_without_parquets_nulls(tmp_p
     assert cleaned.tools[0] == without_nulls(plain.tools[0]) and "None" not in json.dumps(cleaned.tools[0])
     text = tokenizer.decode(item["input_ids"])
     assert '"name": "profile"' in text and "null" not in text.split("</tools>")[0]
+    # the arguments render as the object the verl loop shows the model in rollouts, not as JSON text
+    assert '"arguments": {"path": "model_new.py"' in text and '"arguments": "{' not in text
 
 
 LOOP_LOG = "cuda_agent.verl_loop/1"
@@ -146,3 +148,18 @@ def test_a_rerun_of_collection_replaces_its_trajectories_instead_of_doubling_the
     # trajectories without a run (the training stages' logs) all count
     (folder / "trajectories-14.jsonl").write_text(loop_entry("c") + "\n" + loop_entry("c") + "\n")
     assert rft_rows(find_trajectories([tmp_path]))[1].kept == 4
+
+
+def test_one_converter_gives_the_request_the_rows_and_the_chat_template_forms():
+    from cuda_agent.agent.messages import Message, ToolCall, openai_message, with_object_arguments
+
+    reply = Message("assistant", "", [ToolCall("c0", "read", '{"path": "model.py"}'), ToolCall("c1", "bash", '{"cut')])
+    result = Message("tool", "ok", tool_call_id="c0", name="read")
+    row = [openai_message(reply), openai_message(result)]
+    assert row[0]["tool_calls"][0]["function"]["arguments"] == '{"path": "model.py"}' and row[1]["name"] == "read"
+    rendered = [openai_message(reply, object_arguments=True), openai_message(result, object_arguments=True)]
+    assert rendered[0]["tool_calls"][0]["function"]["arguments"] == {"path": "model.py"}
+    assert rendered[0]["tool_calls"][1]["function"]["arguments"] == '{"cut'  # malformed: kept as written
+    assert with_object_arguments(row) == rendered  # what RFT trains on is what the loop shows the model
+    request = openai_message(reply, request=True), openai_message(result, request=True)
+    assert request[0]["content"] is None and "name" not in request[1]

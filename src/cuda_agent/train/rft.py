@@ -13,8 +13,11 @@ dropped (a trajectory is dropped by the first rule it breaks, in this order):
 * ``outcome``: the best solution's reward is not above ``min_reward`` (default: keep correct ones).
 
 A kept trajectory becomes one row: ``messages`` in OpenAI's format (assistant ``tool_calls`` with
-their arguments as JSON text, ``role: tool`` results with ``tool_call_id``), ``tools`` (the agent's
-tool schemas, a list of dicts), and its task, reward and source file for reference.
+their arguments as JSON text, which Parquet can hold whatever the tool; ``role: tool`` results
+with ``tool_call_id``), ``tools`` (the agent's tool schemas, a list of dicts), and its task,
+reward and source file for reference. Readers turn the arguments back into objects
+(``agent.messages.with_object_arguments``) before a chat template sees them, as the verl loop
+renders them in rollouts.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 
 import jsonschema
 
-from ..agent.messages import Message
+from ..agent.messages import openai_message
 from ..agent.trajectory import Trajectory, TrajectoryError, load_trajectory
 from .rows import DatasetError, tool_schemas
 
@@ -93,17 +96,6 @@ def broken_rule(traj: Trajectory, rules: RFTFilter, validators: dict[str, Any]) 
     return None
 
 
-def openai_message(message: Message) -> dict[str, Any]:
-    data: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.tool_calls:
-        data["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                              for c in message.tool_calls]
-    if message.role == "tool":
-        data["tool_call_id"] = message.tool_call_id or ""
-        data["name"] = message.name or ""
-    return data
-
-
 def sft_row(traj: Trajectory) -> dict[str, Any]:
     best = traj.best or {}
     return {"messages": [openai_message(m) for m in traj.messages()], "tools": tool_schemas(),
@@ -111,7 +103,7 @@ def sft_row(traj: Trajectory) -> dict[str, Any]:
             "trajectory": str(traj.path)}
 
 
-LOOP_LOG_FORMAT = "cuda_agent.verl_loop/1"  # the verl agent loop's log (verl_loop.LOG_FORMAT)
+LOOP_LOG_FORMAT = "cuda_agent.verl_loop/1"  # the verl agent loop's log (verl_loop writes it)
 
 
 def find_trajectories(roots: list[Path | str]) -> list[Path]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.llm.text_protocol import to_text_messages
-from ..agent.messages import Message, ToolCall
+from ..agent.messages import Message, ToolCall, with_object_arguments
 from .extras import TrainError, require
 from .cpu_memory import keep_freed_memory
 from .models import last_checkpoint
@@ -54,14 +54,8 @@ def _arguments(value: Any) -> str:
 
 
 def native_example(row: dict[str, Any]) -> dict[str, Any]:
-    import json
-
-    messages = without_nulls(row["messages"])
-    for m in messages:
-        for call in m.get("tool_calls") or []:  # chat templates want the arguments as an object
-            args = call["function"].get("arguments")
-            call["function"]["arguments"] = json.loads(args) if isinstance(args, str) else args
-    return {"messages": messages, "tools": without_nulls(row["tools"])}
+    """A row for the model's own chat template: arguments as objects, as in rollouts."""
+    return {"messages": with_object_arguments(without_nulls(row["messages"])), "tools": without_nulls(row["tools"])}
 
 
 def sft_dataset(rows: list[dict[str, Any]], tool_format: str):

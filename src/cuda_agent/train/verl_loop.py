@@ -36,8 +36,9 @@ from typing import Any
 
 from ..agent.env import EnvSettings, KernelEnv
 from ..agent.llm.text_protocol import parse_tool_calls
-from ..agent.messages import Message
+from ..agent.messages import Message, openai_message
 from .extras import require
+from .rft import LOOP_LOG_FORMAT
 from .rows import AGENT_NAME, task_of_row
 from .pools import judge_pool
 
@@ -46,26 +47,13 @@ from verl.experimental.agent_loop.agent_loop import (  # noqa: E402  (after the 
     AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register)
 
 DEFAULT_TURNS = 150
-LOG_FORMAT = "cuda_agent.verl_loop/1"
 DEFAULT_TOOL_CHARS = 28_000
 _log_lock = threading.Lock()
 
 
 def message_dict(message: Message) -> dict[str, Any]:
-    """A message as chat templates want it: tool-call arguments as objects where they parse."""
-    data: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.tool_calls:
-        calls = []
-        for call in message.tool_calls:
-            try:
-                arguments: Any = json.loads(call.arguments)
-            except json.JSONDecodeError:
-                arguments = call.arguments
-            calls.append({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}})
-        data["tool_calls"] = calls
-    if message.role == "tool":
-        data["tool_call_id"] = message.tool_call_id
-    return data
+    """A message as chat templates want it (tool-call arguments as objects), as RFT trains on it."""
+    return openai_message(message, object_arguments=True)
 
 
 @register(AGENT_NAME)
@@ -162,7 +150,7 @@ class CudaAgentLoop(AgentLoopBase):
              env: KernelEnv) -> None:
         if self.trajectory_dir is None:
             return
-        entry = {"format": LOG_FORMAT, "task": {"name": task.name, "sha256": task.sha256}, "reward": reward,
+        entry = {"format": LOOP_LOG_FORMAT, "task": {"name": task.name, "sha256": task.sha256}, "reward": reward,
                  "stop_reason": stop, "messages": chat,
                  "prompt_ids": list(prompt_ids), "response_ids": list(response), "response_mask": list(mask),
                  "response_logprobs": list(logprobs), "turns": turns,
