@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from .extras import TrainError
+
+FINAL = "final"  # a stage's finished model: OUT/STAGE/final
 
 
 def check_model_path(path: str | Path) -> str:
@@ -39,3 +42,19 @@ def last_checkpoint(out: Path) -> str | None:
     found = sorted((p for p in out.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
                    key=lambda p: int(p.name.split("-")[-1]))
     return str(found[-1]) if found else None
+
+
+def save_final(trainer: Any, tokenizer: Any, out: Path) -> Path:
+    """Save the trained model and its tokenizer to ``out/final`` through a staging folder, so a
+    crash never leaves a half-written final model that a rerun would take as done."""
+    final = Path(out) / FINAL
+    staging = Path(out) / (FINAL + ".tmp")
+    trainer.save_model(str(staging))
+    tokenizer.save_pretrained(str(staging))
+    staging.replace(final)
+    return final
+
+
+def reward_key(score: float) -> str:
+    """A reward as a count's key: whole rewards as integers (Eq. 1's -1, 1, 2, 3), others to 2 places."""
+    return str(int(score)) if score == int(score) else f"{score:.2f}"

@@ -31,12 +31,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..agent.env import REWARD_KINDS
 from ..errors import SolutionFormatError
 from ..solution import validate_solution
 from ..task import Task
 from .replies import ReplyFormatError, solution_from_reply
 
-KINDS = ("milestone", "continuous")
+KINDS = REWARD_KINDS  # the agent environment's reward kinds: one list for both
 TIMEOUTS = (asyncio.TimeoutError, concurrent.futures.TimeoutError, TimeoutError)
 
 

@@ -31,6 +31,7 @@ import jsonschema
 
 from ..agent.messages import openai_message
 from ..agent.trajectory import Trajectory, TrajectoryError, load_trajectory
+from .models import reward_key
 from .rows import DatasetError, tool_schemas
 
 RULES = ("unfinished", "budget_overrun", "unknown_tool", "malformed_call", "repeated_calls", "outcome")
@@ -212,7 +213,7 @@ def rft_rows(paths: list[Path], rules: RFTFilter | None = None) -> tuple[list[di
         row = sft_row(traj)
         rows.append(row)
         report.kept += 1
-        key = str(int(row["reward"])) if row["reward"] == int(row["reward"]) else f"{row['reward']:.2f}"
+        key = reward_key(row["reward"])
         report.rewards[key] = report.rewards.get(key, 0) + 1
     return rows, report
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..task import Task
+from .models import reward_key
 from .reward import JudgeReward
 
 
@@ -25,7 +26,7 @@ class Evaluation:
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for s in self.scores:
-            key = str(int(s)) if s == int(s) else f"{s:.2f}"
+            key = reward_key(s)
             out[key] = out.get(key, 0) + 1
         return dict(sorted(out.items()))
 

@@ -20,11 +20,10 @@ from typing import Any
 
 from .extras import TrainError, require
 from .cpu_memory import keep_freed_memory
-from .models import last_checkpoint
+from .models import FINAL, last_checkpoint, save_final
 from .reward import JudgeReward
 from .rows import task_of_row
 
-FINAL = "final"
 STEPS_FILE = "steps.jsonl"
 EPISODES_FILE = "episodes.jsonl"
 
@@ -118,15 +117,6 @@ def grpo_config(out: Path, settings: GRPOSettings, device: str, **extra: Any):
         **extra)
 
 
-def _finish(trainer: Any, tokenizer: Any, out: Path) -> Path:
-    final = out / FINAL
-    staging = out / (FINAL + ".tmp")
-    trainer.save_model(str(staging))
-    tokenizer.save_pretrained(str(staging))
-    staging.replace(final)
-    return final
-
-
 def run_grpo(model: str, rows: list[dict[str, Any]], out: Path, reward: JudgeReward, settings: GRPOSettings, *,
              device: str = "cpu", callbacks: list | None = None, reward_func: TRLRewardFunc | None = None) -> Path:
     """Single-turn GRPO: each row's prompt is answered in one reply, which the judge scores."""
@@ -141,7 +131,7 @@ def run_grpo(model: str, rows: list[dict[str, Any]], out: Path, reward: JudgeRew
                               args=grpo_config(out, settings, device), train_dataset=grpo_dataset(rows),
                               processing_class=tokenizer, callbacks=callbacks or [])
     trainer.train(resume_from_checkpoint=last_checkpoint(out))
-    return _finish(trainer, tokenizer, out)
+    return save_final(trainer, tokenizer, out)
 
 
 def run_agentic_grpo(model: str, rows: list[dict[str, Any]], out: Path, pool: Any, settings: GRPOSettings, *,
@@ -162,4 +152,4 @@ def run_agentic_grpo(model: str, rows: list[dict[str, Any]], out: Path, pool: An
                               train_dataset=grpo_dataset(rows), processing_class=tokenizer, environment_factory=factory,
                               callbacks=callbacks or [])
     trainer.train(resume_from_checkpoint=last_checkpoint(out))
-    return _finish(trainer, tokenizer, out)
+    return save_final(trainer, tokenizer, out)

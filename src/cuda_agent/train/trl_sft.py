@@ -18,11 +18,10 @@ from ..agent.llm.text_protocol import to_text_messages
 from ..agent.messages import Message, ToolCall, with_object_arguments
 from .extras import TrainError, require
 from .cpu_memory import keep_freed_memory
-from .models import last_checkpoint
+from .models import FINAL, last_checkpoint, save_final
 from .rft import without_nulls
 
 TOOL_FORMATS = ("text", "native")
-FINAL = "final"
 
 
 @dataclass
@@ -94,8 +93,4 @@ def run_sft(model: str, rows: list[dict[str, Any]], out: Path, settings: SFTSett
     trainer = trl.SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
                              callbacks=callbacks or [])
     trainer.train(resume_from_checkpoint=last_checkpoint(out))
-    staging = out / (FINAL + ".tmp")
-    trainer.save_model(str(staging))
-    tokenizer.save_pretrained(str(staging))
-    staging.replace(final)
-    return final
+    return save_final(trainer, tokenizer, out)
