@@ -59,5 +59,5 @@ def test_grpo_trainer_exposes_the_tools_and_scores_every_rollout(train_pool, dem
     assert (final / "config.json").is_file()
     episodes = [json.loads(line) for line in (tmp_path / "out" / EPISODES_FILE).read_text().splitlines()]
     assert len(episodes) == 2 and all(e["reward"] == -1.0 for e in episodes)  # random weights solve nothing
-    assert {p.name for p in (tmp_path / "out" / "envs").iterdir()}  # one workspace per rollout instance
+    assert not list((tmp_path / "out" / "envs").iterdir())  # each rollout's workspace went when it ended
     assert isinstance(KernelToolEnv.profile.__doc__, str)

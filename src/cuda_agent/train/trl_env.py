@@ -5,12 +5,14 @@ TRL's ``GRPOTrainer(environment_factory=...)`` makes one instance per concurrent
 and docstrings) and calls ``get_reward()`` when the rollout ends. Each method forwards to the same
 tool the agent loop runs, through ``KernelEnv.call_tool``, so the workspace rules, the sandboxed
 shell and the judge are the agent's own. The reward is the episode's outcome (the best correct
-solution's reward, -1 without one); each ended rollout is appended to an episodes log.
+solution's reward, -1 without one); each ended rollout is appended to an episodes log and its
+workspace folder removed (TRL closes no environment, so nothing else would).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 import uuid
@@ -49,7 +51,16 @@ class KernelToolEnv:
                      "best": self._env.best.summary() if self._env.best else None}
             with _log_lock, open(self._log_path, "a") as fh:
                 fh.write(json.dumps(entry) + "\n")
+        self._remove_workspace()  # the rollout has ended; the next reset makes a fresh one
         return reward
+
+    def _remove_workspace(self) -> None:
+        env = getattr(self, "_env", None)  # absent when __init__ failed
+        if env is not None:
+            shutil.rmtree(env.directory, ignore_errors=True)
+
+    def __del__(self) -> None:
+        self._remove_workspace()
 
     async def bash(self, command: str, timeout_s: float | None = None) -> str:
         """Run one shell command in the workspace (sandboxed, fresh shell each time).
