@@ -384,6 +384,16 @@ def demo(
     raise typer.Exit(_run(task, solution, "profile", _config(backend, cache_dir), as_json, title=f"demo: {example}"))
 
 
+# -- training (cuda_agent.train) ---------------------------------------------------------------
+def _train_app():
+    from .train.cli import app as train_app
+
+    return train_app
+
+
+app.add_typer(_train_app(), name="train")
+
+
 def main() -> None:
     try:
         app()

@@ -40,14 +40,16 @@ class BestSolution:
         v = self.verdict
         return {"turn": self.turn, "stage": self.stage, "correct": bool(v.get("correct")),
                 "speedup_vs_compile": v.get("speedup_vs_compile"),
-                "speedup_vs_eager": v.get("speedup_vs_eager"), "reward": v.get("reward")}
+                "speedup_vs_eager": v.get("speedup_vs_eager"), "reward": v.get("reward"),
+                "reward_continuous": v.get("reward_continuous")}
 
     def event(self) -> dict[str, Any]:
         return {"type": "best", **self.summary(), "files": self.files}
 
     @classmethod
     def from_event(cls, event: dict[str, Any]) -> "BestSolution":
-        verdict = {k: event.get(k) for k in ("correct", "speedup_vs_compile", "speedup_vs_eager", "reward")}
+        keys = ("correct", "speedup_vs_compile", "speedup_vs_eager", "reward", "reward_continuous")
+        verdict = {k: event.get(k) for k in keys}
         return cls(turn=event["turn"], stage=event["stage"], verdict=verdict, files=dict(event["files"]))
 
 

@@ -36,15 +36,12 @@ from ..device import DeviceInfo
 from ..errors import CudaAgentError
 from ..files import write_atomic
 from ..task import Task
-from ..workspace import SKILL_FILE, create_workspace
-from .best import BestSolution, better, candidate_from_verdict, export_solution
+from .best import BestSolution, export_solution
 from .context import ContextBudget
+from .env import CUT_OFF, NUDGE, EnvSettings, KernelEnv, ToolRecord
 from .llm.base import ContextOverflowError, LLMClient, LLMError
-from .messages import Message, ToolCall, Usage, estimate_tokens
-from .prompt import opening_messages
-from .text import cap_text
-from .tools import ToolBox, default_tools, protected_files
-from .tools.base import ToolContext, ToolLimits, ToolOutput
+from .messages import Message, Usage, estimate_tokens
+from .tools.base import ToolLimits
 from .trajectory import TrajectoryWriter, load_trajectory, resume_state
 
 TRAJECTORY_FILE = "trajectory.jsonl"
@@ -53,11 +50,7 @@ RESULT_FILE = "result.json"
 LOCK_FILE = ".lock"
 BEST_DIR = "best"
 START_ARTEFACTS = frozenset({"workspace", "scratch", STAGING_TRAJECTORY})
-JUDGE_TOOLS = frozenset({"compile", "verify", "profile"})
-EXTERNAL_TOOLS = JUDGE_TOOLS | {"bash"}  # their time is the judge's or the command's, not the loop's
-NUDGE = ("No tool was called. Continue by calling a tool (compile, verify and profile run the judge), "
-         "or call `finish` if you are done.")
-CUT_OFF = "Your reply was cut off by the output limit. Keep replies shorter, and write large files in parts."
+__all__ = ["CUT_OFF", "NUDGE", "AgentSettings", "Episode", "EpisodeError", "EpisodeResult", "EpisodeStatus"]
 
 
 @dataclass
@@ -73,6 +66,13 @@ class AgentSettings:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def env_settings(self) -> EnvSettings:
+        """The environment's share of the settings; the context window stays the loop's."""
+        return EnvSettings(max_turns=self.max_turns, max_wall_s=self.max_wall_s, max_idle_turns=self.max_idle_turns,
+                           max_failed_turns=self.max_failed_turns,
+                           max_tool_chars=ContextBudget(max_tool_tokens=self.max_tool_tokens).max_tool_chars,
+                           tool_limits=self.tool_limits)
 
 
 @dataclass
@@ -137,7 +137,11 @@ def brief_verdict(verdict: dict[str, Any]) -> str:
 
 
 class Episode:
-    """One task, one model, one workspace. ``run`` starts it, or resumes it from its trajectory."""
+    """One task, one model, one workspace. ``run`` starts it, or resumes it from its trajectory.
+
+    The workspace, the tools and the budgets are the ``KernelEnv``'s; the episode adds the model,
+    the context window, the trajectory file, resuming and the exported best solution.
+    """
 
     def __init__(self, task: Task, client: LLMClient, judge: Any, directory: Path, *,
                  settings: AgentSettings | None = None, provider: str = "openai",
@@ -148,11 +152,11 @@ class Episode:
         self.settings = settings or AgentSettings()
         self.provider, self.device = provider, device
         self.episode_id = episode_id or uuid.uuid4().hex[:12]
-        # bash may not read the trajectory, the exported best, or the judge's cache.
-        self.hidden = [self.directory, Path(judge.cache_dir)] + [Path(p) for p in hidden or []]
         self.on_status = on_status or (lambda status: None)
-        self.toolbox = ToolBox(default_tools(self.settings.tool_limits))
-        self.schema_tokens = estimate_tokens(json.dumps(self.toolbox.schemas()))
+        # bash may not read the trajectory, the exported best, or the judge's cache (the env hides both).
+        self.env = KernelEnv(judge, self.directory, settings=self.settings.env_settings(), device=device,
+                             hidden=hidden, on_tool=self._record_tool, on_best=self._new_best, clock=self._now)
+        self.schema_tokens = estimate_tokens(json.dumps(self.env.schemas()))
         self.budget = ContextBudget(self.settings.context_tokens, self.settings.reserve_tokens,
                                     self.settings.max_tool_tokens)
         self.status = EpisodeStatus(self.episode_id, task.name)
@@ -160,7 +164,6 @@ class Episode:
         self.messages: list[Message] = []
         self.turn = 0
         self.usage = Usage()
-        self.best: BestSolution | None = None
         self.elapsed_before = 0.0
         self.known: tuple[int, Usage] | None = None
         self.overhead_ms: list[float] = []
@@ -175,7 +178,11 @@ class Episode:
 
     @property
     def workspace(self) -> Path:
-        return self.directory / "workspace"
+        return self.env.workspace
+
+    @property
+    def best(self) -> BestSolution | None:
+        return self.env.best
 
     def _now(self) -> float:
         return self.elapsed_before + time.monotonic() - self._started
@@ -217,7 +224,7 @@ class Episode:
         for name in leftovers:  # a start that crashed half-way
             path = self.directory / name
             shutil.rmtree(path) if path.is_dir() else path.unlink()
-        create_workspace(self.task, self.workspace, self.judge.backend, self.device, cache_dir=self.judge.cache_dir)
+        opening, _ = self.env.reset(self.task)
         staging = self.directory / STAGING_TRAJECTORY
         self._writer = TrajectoryWriter(staging)
         self._emit({"type": "header", "version": 1, "episode_id": self.episode_id,
@@ -225,8 +232,7 @@ class Episode:
                     "model": self.client.model, "provider": self.provider, "backend": self.judge.backend,
                     "settings": self.settings.to_dict(),
                     "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
-        skill = (self.workspace / SKILL_FILE).read_text()
-        for message in opening_messages(self.task, self.judge.backend, skill):
+        for message in opening:
             self._append(message)
         self._writer.close()
         os.replace(staging, self.trajectory_path)
@@ -249,7 +255,8 @@ class Episode:
         state = resume_state(trajectory)
         self.messages, self.turn = state.messages, state.turn
         self.usage, self.elapsed_before = state.usage, state.elapsed_s
-        self.best = BestSolution.from_event(state.best) if state.best else None
+        best = BestSolution.from_event(state.best) if state.best else None
+        self.env.restore(self.task, turn=self.turn, best=best)
         if self.best is not None and not (self.directory / BEST_DIR).is_dir():
             export_solution(self.best, self.directory / BEST_DIR)  # lost to a crash mid-export
         self.status.turn = self.turn
@@ -269,29 +276,16 @@ class Episode:
                     return done
             else:
                 self._start()
-            context = ToolContext(workspace=self.workspace, task=self.task, judge=self.judge,
-                                  scratch=self.directory / "scratch", hidden=self.hidden,
-                                  protected=protected_files(), limits=self.settings.tool_limits)
-            context.scratch.mkdir(exist_ok=True)
             stop, error = "", ""
-            idle = failed = 0
             try:
                 while not stop:
-                    stop, error, idle, failed = await self._turn(context, idle, failed)
+                    stop, error = await self._turn()
             except BaseException:  # cancelled or crashed: the trajectory stays resumable
                 self._writer.close()
                 raise
             return self._finish(stop, error)
         finally:
             self._unlock()
-
-    def _check_budgets(self) -> str:
-        s = self.settings
-        if self.turn >= s.max_turns:
-            return "max_turns"
-        if self._now() >= s.max_wall_s:
-            return "max_wall_time"
-        return ""
 
     def _fit_context(self) -> bool:
         """Elide old tool output until the next request fits; False if it cannot."""
@@ -306,7 +300,7 @@ class Episode:
         return estimate <= self.budget.limit
 
     async def _complete(self):
-        schemas = self.toolbox.schemas()
+        schemas = self.env.schemas()
         try:
             return await self.client.complete(self.messages, schemas)
         except ContextOverflowError as exc:
@@ -319,92 +313,53 @@ class Episode:
                 raise
             return await self.client.complete(self.messages, schemas)
 
-    async def _turn(self, context: ToolContext, idle: int, failed: int) -> tuple[str, str, int, int]:
-        if stop := self._check_budgets():
-            return stop, "", idle, failed
+    async def _turn(self) -> tuple[str, str]:
+        if stop := self.env.budget_left():
+            return stop, ""
         if not self._fit_context():
-            return "context_exhausted", "", idle, failed
+            return "context_exhausted", ""
         self.turn += 1
         turn_started = time.monotonic()
         try:
             # The wall-time budget also bounds a model that answers slowly or keeps being retried.
-            remaining = max(1.0, self.settings.max_wall_s - self._now())
-            completion = await asyncio.wait_for(self._complete(), remaining)
+            completion = await asyncio.wait_for(self._complete(), max(1.0, self.env.seconds_left()))
         except asyncio.TimeoutError:
             self.turn -= 1
-            return "max_wall_time", "", idle, failed
+            return "max_wall_time", ""
         except ContextOverflowError as exc:
-            return "context_exhausted", str(exc), idle, failed
+            return "context_exhausted", str(exc)
         except LLMError as exc:
             self.turn -= 1  # the turn never happened; a resumed episode redoes it
-            return ("llm_unavailable" if exc.transient else "llm_error"), str(exc), idle, failed
-        model_s = completion.latency_s
+            return ("llm_unavailable" if exc.transient else "llm_error"), str(exc)
         self.usage = self.usage + completion.usage
         reply = completion.message
         self._append(reply, completion)
         self.known = (len(self.messages), completion.usage) if completion.usage.input_tokens else None
         self.status.turn, self.status.tokens = self.turn, self.usage.input_tokens + self.usage.output_tokens
 
-        external_s, stop, all_failed = 0.0, "", bool(reply.tool_calls)
-        if not reply.tool_calls:
-            idle += 1
-            self._append(Message("user", CUT_OFF if completion.finish_reason == "length" else NUDGE))
-            if idle >= self.settings.max_idle_turns:
-                stop = "no_tool_calls"
-        else:
-            idle = 0
-            cut_off = completion.finish_reason == "length"  # the last call's arguments are incomplete
-            for call in reply.tool_calls:
-                if cut_off:
-                    output, seconds = self._not_run(call, CUT_OFF), 0.0
-                else:
-                    output, seconds = await self._call_tool(call, context)
-                if call.name in EXTERNAL_TOOLS:
-                    external_s += seconds
-                all_failed = all_failed and output.is_error and call.name not in JUDGE_TOOLS
-                if output.finished:
-                    stop = "finished"
-                    break
-            failed = failed + 1 if all_failed else 0
-            if not stop and failed >= self.settings.max_failed_turns:
-                stop = "repeated_failure"
-        self.overhead_ms.append(1000 * max(0.0, time.monotonic() - turn_started - model_s - external_s))
+        step = await self.env.step(reply, cut_off=completion.finish_reason == "length")
+        for message in step.observation:
+            if message.role != "tool":  # tool results were recorded as each call finished
+                self._append(message)
+        external_s = completion.latency_s + step.info["external_s"]
+        self.overhead_ms.append(1000 * max(0.0, time.monotonic() - turn_started - external_s))
         self.on_status(self.status)
-        return stop, "", idle, failed
+        return step.info["stop_reason"], ""
 
-    def _not_run(self, call: ToolCall, why: str) -> ToolOutput:
-        output = ToolOutput(f"not run: {why}", is_error=True, data={"not_run": True})
-        self._record_tool(call, output, 0.0)
-        return output
+    def _record_tool(self, record: ToolRecord) -> None:
+        """The environment ran a call: the model will see its result, and the trajectory has it now."""
+        self.messages.append(record.message)
+        data = {**record.output.data, **({"chars_cut": record.chars_cut} if record.chars_cut else {})}
+        self._emit({"type": "tool", "turn": self.turn, "call": asdict(record.call),
+                    "message": record.message.to_dict(), "is_error": record.output.is_error,
+                    "duration_s": round(record.seconds, 4), "verdict": record.output.verdict, "data": data})
+        if record.output.verdict is not None:
+            self.status.last_verdict = brief_verdict(record.output.verdict)
 
-    async def _call_tool(self, call: ToolCall, context: ToolContext) -> tuple[ToolOutput, float]:
-        started = time.monotonic()
-        output = await self.toolbox.call(call, context)
-        seconds = time.monotonic() - started
-        self._record_tool(call, output, seconds)
-        return output, seconds
-
-    def _record_tool(self, call: ToolCall, output: ToolOutput, seconds: float) -> None:
-        text = cap_text(output.text, self.budget.max_tool_chars)
-        cut = len(output.text) - len(text)
-        message = Message("tool", text, tool_call_id=call.id, name=call.name)
-        self.messages.append(message)
-        self._emit({"type": "tool", "turn": self.turn, "call": asdict(call), "message": message.to_dict(),
-                    "is_error": output.is_error, "duration_s": round(seconds, 4), "verdict": output.verdict,
-                    "data": {**output.data, **({"chars_cut": cut} if cut else {})}})
-        if output.verdict is not None:
-            self.status.last_verdict = brief_verdict(output.verdict)
-            if output.solution is not None:
-                self._consider(output.verdict, output.solution)
-
-    def _consider(self, verdict: dict[str, Any], solution) -> None:
-        candidate = candidate_from_verdict(verdict, solution, self.turn)
-        if candidate is None or not better(candidate, self.best):
-            return
-        self.best = candidate
-        export_solution(candidate, self.directory / BEST_DIR)
-        self._emit({"turn": self.turn, **candidate.event()})
-        self.status.best_speedup = candidate.speedup_vs_compile
+    def _new_best(self, best: BestSolution) -> None:
+        export_solution(best, self.directory / BEST_DIR)
+        self._emit({"turn": self.turn, **best.event()})
+        self.status.best_speedup = best.speedup_vs_compile
 
     def _append(self, message: Message, completion=None) -> None:
         self.messages.append(message)

@@ -7,6 +7,7 @@ the tools only ever see these. Every type round-trips through plain JSON (``to_d
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -89,6 +90,52 @@ class Completion:
         return {"message": self.message.to_dict(), "usage": asdict(self.usage),
                 "finish_reason": self.finish_reason, "latency_s": self.latency_s,
                 "retries": self.retries, "model": self.model}
+
+
+def call_arguments(text: Any) -> Any:
+    """A call's arguments as chat templates want them: the object its JSON text holds, or the
+    text as written where that is not a JSON object (a malformed call stays visible as it was)."""
+    if not isinstance(text, str):
+        return text
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return text
+    return value if isinstance(value, dict) else text
+
+
+def openai_message(message: Message, *, object_arguments: bool = False, request: bool = False) -> dict[str, Any]:
+    """``message`` in OpenAI's chat format, the one form every converter of the project uses.
+
+    ``object_arguments``: tool-call arguments as objects (``call_arguments``), as chat templates
+    render them (Qwen's applies ``tojson``, so JSON text would be encoded twice); otherwise the
+    JSON text itself (the API's wire format, and Parquet rows, which cannot hold differing
+    objects). ``request``: the chat-completions request form, whose tool messages carry no name
+    and whose content is null beside tool calls."""
+    data: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.role == "assistant" and message.tool_calls:
+        data["tool_calls"] = [{"id": c.id, "type": "function", "function": {
+            "name": c.name, "arguments": call_arguments(c.arguments) if object_arguments else c.arguments}}
+            for c in message.tool_calls]
+        if request:
+            data["content"] = message.content or None
+    if message.role == "tool":
+        data["tool_call_id"] = message.tool_call_id or ""
+        if not request:
+            data["name"] = message.name or ""
+    return data
+
+
+def with_object_arguments(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI-format message dicts with every tool call's arguments as an object (``call_arguments``)."""
+    out = []
+    for m in messages:
+        if m.get("tool_calls"):
+            m = {**m, "tool_calls": [{**c, "function": {**c["function"],
+                                                        "arguments": call_arguments(c["function"].get("arguments"))}}
+                                     for c in m["tool_calls"]]}
+        out.append(m)
+    return out
 
 
 def tool_schema(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:

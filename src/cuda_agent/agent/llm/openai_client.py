@@ -8,7 +8,7 @@ import os
 import time
 from typing import Any
 
-from ..messages import Completion, Message, ToolCall, Usage, estimate_tokens
+from ..messages import Completion, Message, ToolCall, Usage, estimate_tokens, openai_message
 from .base import LLMError
 from .retry import RetryPolicy, call_with_retries, send_translated
 from .text_protocol import check_tool_protocol, parse_tool_calls, to_text_messages
@@ -103,15 +103,8 @@ def resolve_key(api_key: str | None, base_url: str | None) -> str:
 
 
 def wire_message(message: Message) -> dict[str, Any]:
-    """One of our messages in the chat completions format."""
-    if message.role == "tool":
-        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.content}
-    if message.role == "assistant" and message.tool_calls:
-        return {"role": "assistant", "content": message.content or None,
-                "tool_calls": [{"id": call.id, "type": "function",
-                                "function": {"name": call.name, "arguments": call.arguments}}
-                               for call in message.tool_calls]}
-    return {"role": message.role, "content": message.content}
+    """One of our messages in the chat completions request format."""
+    return openai_message(message, request=True)
 
 
 def read_tool_call(call: Any, index: int) -> ToolCall:

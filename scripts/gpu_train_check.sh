@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Training checks on one GPU: the TRL engine's demo on cuda (RFT, then GRPO against the CUDA judge,
+# the model on the GPU), the training throughput benchmark at reward concurrency 1, 4 and 16, and
+# the training GPU tests. Each part's output goes to $OUT (default ./gpu-results).
+#
+#   OUT=DIR             where the results go
+#   WHEELS=DIR          a folder of wheels to install first, offline (default .whl, if it exists):
+#                       for a machine without TRL and datasets and without a network
+#                       (docs/training.md lists the wheels and how to download them)
+#   SITE=DIR            where those wheels are installed (default: a temporary folder)
+#   SKIP_THROUGHPUT=1   leave out the throughput benchmark
+#
+# Exits non-zero if any part failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu-results}
+WHEELS=${WHEELS:-.whl}
+mkdir -p "$OUT"
+if compgen -G "$WHEELS/*.whl" > /dev/null; then
+  SITE=${SITE:-$(mktemp -d)}
+  python3 -m pip install --quiet --no-index --no-deps --target "$SITE" "$WHEELS"/*.whl 2>&1 | tail -2
+  export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 TRL_EXPERIMENTAL_SILENCE=1
+WORK=$(mktemp -d)
+export CUDA_AGENT_CACHE=${CUDA_AGENT_CACHE:-$WORK/cache}
+status=0
+
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  python3 -c "import torch, transformers, trl, datasets; print('torch', torch.__version__, 'cuda', torch.version.cuda, \
+'transformers', transformers.__version__, 'trl', trl.__version__, 'datasets', datasets.__version__)"
+} 2>&1 | tee "$OUT/train-device.txt"
+
+started=$(date +%s)
+timeout 1800 python3 -m cuda_agent.cli train demo --device cuda --out "$OUT/train-demo" 2>&1 \
+  | grep -v "^{'loss'" | tee "$OUT/train-demo.txt" || status=1
+echo "demo: $(( $(date +%s) - started )) s" | tee -a "$OUT/train-demo.txt"
+cp "$OUT/train-demo/demo.json" "$OUT/train-demo/reward_curve.png" "$OUT/" 2>/dev/null
+
+if [ "${SKIP_THROUGHPUT:-0}" != 1 ]; then
+  timeout 1800 python3 benchmarks/train_throughput.py --device cuda --steps 1 --prompts 1 --concurrency 1,4,16 \
+    --demo "$OUT/train-demo" --work "$WORK/train-throughput" --out "$OUT/train_throughput.json" 2>&1 \
+    | tee "$OUT/train_throughput.txt" || status=1
+else
+  echo "throughput benchmark skipped (SKIP_THROUGHPUT=1)" | tee "$OUT/train_throughput.txt"
+fi
+
+timeout 1800 python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests/train 2>&1 \
+  | tee "$OUT/train-gpu-tests.log" || status=1
+
+# keep the results folder small: the models, expert runs and workspaces are not results
+rm -rf "$OUT/train-demo/models" "$OUT/train-demo/experts" "$OUT/train-demo/agent/"*/*/workspace "$WORK"
+exit $status

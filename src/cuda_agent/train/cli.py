@@ -1,0 +1,243 @@
+"""``cuda-agent train``: data builders, the four stages on verl or TRL, and the CPU demo.
+
+Every command checks its inputs (tasks load, datasets are not empty, the model path exists, a
+GPU is there for a GPU engine, the engine is installed) before any long work starts, and every
+stage writes as it goes, so the same command run again resumes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from .extras import TrainError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Train a model the CUDA Agent way: data, the four stages (verl or TRL), a CPU demo.")
+err = Console(stderr=True)
+out = Console()
+
+ENGINES = ("verl", "trl")
+NO_VALUE_ON_TRL = ("TRL has no critic, so there is no value stage on the trl engine: value pretraining is "
+                   "verl's (--engine verl). On TRL go from rft straight to agentic, whose GRPO needs no critic.")
+
+
+@app.command("data")
+def data(
+    tasks: str = typer.Argument(..., help="Tasks: a synthesis Parquet/JSONL, a KernelBench level folder, or a folder of .py tasks."),
+    out_path: Path = typer.Option(..., "--out", "-o", help="The Parquet file to write (verl's RLHFDataset layout)."),
+    mode: str = typer.Option("single_turn", "--mode", help="single_turn (the warm-up) or agentic (the agent loop)."),
+    response_format: str = typer.Option("files", "--format", help="single_turn: files (code blocks after their paths) or tool_calls (the agent's write calls)."),
+    backend: str = typer.Option("cuda", "--backend", help="The judge backend the rows are for: cuda or cpu."),
+    data_source: str = typer.Option("cuda_agent/tasks", "--data-source", help="The rows' data_source (verl logs per source)."),
+) -> None:
+    """Build RL rows from tasks."""
+    from .rows import load_task_set, rl_rows, write_parquet
+
+    rows = rl_rows(load_task_set(tasks), mode=mode, backend=backend, data_source=data_source,
+                   response_format=response_format)
+    out.print(f"{len(rows)} {mode} rows written to {write_parquet(rows, out_path)}")
+
+
+@app.command("rft-data")
+def rft_data(
+    trajectories: list[Path] = typer.Argument(..., help="Trajectory files, or folders holding agent runs (searched for trajectory.jsonl)."),
+    out_path: Path = typer.Option(..., "--out", "-o", help="The Parquet file to write (verl's MultiTurnSFTDataset layout)."),
+    min_reward: float = typer.Option(0.0, "--min-reward", help="Outcome rule: keep trajectories whose best reward is above this."),
+    max_repeats: int = typer.Option(3, "--max-repeats", help="Pattern rule: drop a trajectory with this many identical calls in a row."),
+) -> None:
+    """Filter agent trajectories (outcome and pattern rules) into RFT rows, with a report."""
+    import json
+
+    from ..files import write_atomic
+    from .rft import RFTFilter, find_trajectories, rft_rows
+    from .rows import DatasetError, write_parquet
+
+    rows, report = rft_rows(find_trajectories(trajectories), RFTFilter(min_reward, max_repeats))
+    report_path = out_path.with_suffix(".report.json")
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(report_path, json.dumps(report.to_dict(), indent=2))
+    dropped = ", ".join(f"{rule} {n}" for rule, n in report.dropped.items() if n) or "none"
+    out.print(f"{report.kept} of {report.trajectories} trajectories kept; dropped: {dropped}; report {report_path}")
+    if not rows:
+        raise DatasetError("no trajectory passed the filters, so there are no RFT rows; see the report")
+    out.print(f"RFT rows written to {write_parquet(rows, out_path)}")
+
+
+@app.command("demo")
+def demo(
+    out_dir: Path = typer.Option(Path("train-demo"), "--out", "-o", help="Where everything goes; rerun to resume."),
+    grpo_steps: int = typer.Option(16, "--grpo-steps", help="GRPO steps against the judge."),
+    device: str = typer.Option("cpu", "--device", help="cpu, or cuda: the model trains there and the judge runs CUDA kernels."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="The judge's build and baseline cache."),
+) -> None:
+    """A tiny model learns on the CPU: RFT on expert trajectories, then GRPO against the real CPU judge."""
+    from dataclasses import replace
+
+    from ..cluster import LocalJudgePool
+    from .demo.run import DemoSettings, demo_judge_config, run_demo
+    from .models import resolve_device
+
+    device = resolve_device(device)
+    with LocalJudgePool(demo_judge_config(cache_dir, device), max_concurrent=2) as pool:
+        summary = run_demo(out_dir, pool, replace(DemoSettings(), grpo_steps=grpo_steps, device=device),
+                           say=lambda m: err.print(f"[dim]{m}[/]"))
+    e = summary["evaluations"]
+    out.print(f"mean judge reward: untrained {e['base']['mean']:.2f}, after RFT {e['rft']['mean']:.2f}, "
+              f"after GRPO {e['grpo']['mean']:.2f} (p = {summary['grpo_vs_rft']['p_value']:.3g} that GRPO "
+              "did not raise it)")
+    best = summary["agent_episode"]["best"]
+    out.print(f"the trained model as the agent: {'reward ' + str(best['reward']) if best else 'no correct solution'}")
+    out.print(f"reward curve: {summary['reward_curve']['png']}; summary: {Path(out_dir) / 'demo.json'}")
+
+
+def _stage_command(stage: str):
+    def command(
+        model: str = typer.Option(..., "--model", "-m", help="The starting model: a Hugging Face directory or hub id."),
+        data_path: Optional[Path] = typer.Option(None, "--data", help="Rows: RL rows (train data), or RFT rows for rft."),
+        engine: str = typer.Option("verl", "--engine", help="verl (the paper's PPO, GPUs over Ray) or trl (one machine, GRPO)."),
+        out_dir: Path = typer.Option(Path("train-runs"), "--out", "-o", help="Runs go to OUT/STAGE; rerun to resume."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="verl: check and print the command and config, run nothing."),
+        critic: Optional[str] = typer.Option(None, "--critic", help="verl: the critic's starting model (default: --model)."),
+        resume_from: Optional[str] = typer.Option(None, "--resume-from", help="verl agentic: the value stage's checkpoint."),
+        batch_size: int = typer.Option(1024, "--batch-size", help="verl: prompts per PPO step (the paper: 1024)."),
+        rollout_n: int = typer.Option(1, "--rollout-n", help="verl: samples per prompt."),
+        gpus: int = typer.Option(8, "--gpus", help="verl: GPUs per node."),
+        nodes: int = typer.Option(1, "--nodes", help="verl: nodes in the Ray cluster."),
+        rollout: str = typer.Option("vllm", "--rollout", help="verl: the rollout server, vllm or sglang."),
+        tool_format: str = typer.Option("hermes", "--tool-format", help="verl: the model's tool-call format."),
+        sequence_parallel: int = typer.Option(1, "--sequence-parallel", help="verl: Ulysses sequence-parallel size (GPUs sharing one long sequence)."),
+        steps: int = typer.Option(100, "--steps", help="trl: GRPO steps."),
+        epochs: float = typer.Option(2.0, "--epochs", help="trl rft: epochs."),
+        learning_rate: Optional[float] = typer.Option(None, "--lr", help="trl: learning rate (default: the paper's 3e-6 actor rate for GRPO, 1e-5 for RFT)."),
+        generations: int = typer.Option(8, "--generations", help="trl: samples per prompt."),
+        max_completion: int = typer.Option(8192, "--max-completion-tokens", help="trl: tokens per completion."),
+        episodes: int = typer.Option(8, "--episodes", help="collect: trajectories per task."),
+        device: Optional[str] = typer.Option(None, "--device", help="trl: cuda or cpu (default: cuda when visible); also the judge's backend."),
+        judge_concurrency: Optional[int] = typer.Option(None, "--judge-concurrency", help="Judge runs at once."),
+        cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="The judge's cache."),
+        extra: Optional[list[str]] = typer.Argument(None, help="verl: further Hydra overrides, passed through."),
+    ) -> None:
+        if engine not in ENGINES:
+            raise TrainError(f"unknown engine {engine!r}; choose verl or trl")
+        if engine == "verl":
+            _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, batch_size, rollout_n, gpus,
+                      nodes, rollout, tool_format, sequence_parallel, episodes, device, judge_concurrency, cache_dir,
+                      list(extra or []))
+        else:
+            _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, generations, max_completion,
+                     episodes, device, judge_concurrency, cache_dir)
+
+    command.__doc__ = {
+        "warmup": "Stage 1: single-turn RL on the judge's reward (verl: PPO with a critic; trl: GRPO).",
+        "collect": "Stage 2a: run the warm-up model in the agent loop and keep its trajectories for RFT.",
+        "rft": "Stage 2b: rejection fine-tuning on the filtered trajectories (assistant tokens only).",
+        "value": "Stage 3: value pretraining, the critic alone learning on the RFT policy's rollouts (verl only).",
+        "agentic": "Stage 4: agentic RL in the sandbox (verl: PPO continuing the value run; trl: multi-turn GRPO).",
+    }[stage]
+    return command
+
+
+def _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, batch_size, rollout_n, gpus, nodes,
+              rollout, tool_format, sequence_parallel, episodes, device, judge_concurrency, cache_dir, extra) -> None:
+    from . import stages
+    from .models import check_model_path
+    from .rows import read_parquet
+
+    if data_path is not None:
+        read_parquet(data_path)  # exists and is not empty
+    options = stages.StageOptions(
+        stage=stage, model=check_model_path(model) if not dry_run else model,
+        data=str(data_path.resolve()) if data_path else None, out=out_dir, critic=critic, resume_from=resume_from,
+        batch_size=batch_size, rollout_n=rollout_n, collect_samples=episodes, gpus_per_node=gpus, nodes=nodes,
+        rollout=rollout, tool_format=tool_format, sequence_parallel=sequence_parallel, judge_backend=device or "cuda",
+        judge_concurrency=judge_concurrency or 4, judge_cache_dir=str(cache_dir) if cache_dir else None, extra=extra)
+    if dry_run and not stages.verl_installed():
+        argv, _ = stages.command(options)
+        out.print(" \\\n  ".join(argv))
+        err.print("[yellow]verl is not installed here, so this command was not checked against verl's own config "
+                  "and no config file was written (pip install 'cuda-agent[verl]' to check it).[/]")
+        return
+    argv, directory = stages.prepare(options)
+    out.print(" \\\n  ".join(argv))
+    out.print(f"config: {directory / 'config.yaml'}")
+    if dry_run:
+        return
+    if stages.gpu_count() == 0:
+        raise TrainError("the verl engine trains on GPUs (FSDP, vLLM or SGLang) and none is visible here; run it on "
+                         "a GPU machine or Ray cluster, use --dry-run to check the config, or --engine trl")
+    code = stages.run(argv, directory)
+    if code != 0:
+        raise TrainError(f"verl exited with {code}; its output is in {directory / 'run.log'}. Rerun the same command "
+                         "to resume from the last checkpoint.")
+
+
+def _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, generations, max_completion, episodes,
+             device, judge_concurrency, cache_dir) -> None:
+    from .extras import require
+    from .models import check_model_path, resolve_device
+    from .rows import read_parquet
+
+    if stage == "value":
+        raise TrainError(NO_VALUE_ON_TRL)
+    require("trl")
+    device = resolve_device(device)
+    model = check_model_path(model)
+    if data_path is None:
+        raise TrainError(f"the {stage} stage needs --data (cuda-agent train data / rft-data builds it)")
+    rows = read_parquet(data_path)
+    directory = out_dir.resolve() / stage
+    if stage == "rft":
+        from .trl_sft import SFTSettings, run_sft
+
+        final = run_sft(model, rows, directory, SFTSettings(epochs=epochs, learning_rate=learning_rate or 1e-5),
+                        device=device)
+        out.print(f"RFT model: {final}")
+        return
+    from .pools import make_judge_pool
+
+    with make_judge_pool({"backend": device, "cache_dir": cache_dir, "concurrency": judge_concurrency}) as pool:
+        if stage == "collect":
+            _collect(model, rows, directory, pool, episodes, device)
+            return
+        from .trl_grpo import GRPOSettings, run_agentic_grpo, run_grpo
+
+        settings = GRPOSettings(steps=steps, learning_rate=learning_rate or 3e-6, num_generations=generations,
+                                max_completion_length=max_completion)
+        if stage == "warmup":
+            from .reward import JudgeReward
+
+            reward = JudgeReward(pool, log_path=directory / "rewards.jsonl")
+            final = run_grpo(model, rows, directory, reward, settings, device=device)
+        else:
+            final = run_agentic_grpo(model, rows, directory, pool, settings, device=device)
+    out.print(f"{stage} model: {final}")
+
+
+def _collect(model, rows, directory, pool, episodes, device) -> None:
+    import asyncio
+
+    from ..agent.llm import make_client
+    from ..agent.runner import plan_episodes, run_episodes, write_summary
+    from .rows import task_of_row
+
+    tasks = [task_of_row(r["extra_info"]) for r in rows]
+    client = make_client("hf", model, device=device, temperature=1.0)
+    specs = plan_episodes(tasks, directory, episodes)
+
+    async def main():
+        try:
+            return await run_episodes(specs, client, pool, provider="hf", hidden=[directory], console=err)
+        finally:
+            await client.aclose()
+
+    summary = write_summary(directory, asyncio.run(main()))
+    out.print(f"{summary['episodes']} episodes in {directory}; {summary['correct']} found a correct solution. "
+              f"Next: cuda-agent train rft-data {directory} --out rft.parquet")
+
+
+for _stage in ("warmup", "collect", "rft", "value", "agentic"):
+    app.command(_stage)(_stage_command(_stage))

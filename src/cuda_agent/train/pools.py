@@ -1,0 +1,128 @@
+"""Judge pools for training: evaluations with a time limit that really stops the judge, and one
+pool per process and settings, shared by every trajectory and reward in a verl worker.
+
+``TrainJudgePool`` runs each judge in a process of its own, as ``cluster.LocalJudgePool`` does,
+but through pebble, so ``evaluate(..., timeout_s=...)`` ends a run that outlives its limit: the
+pool process is terminated (the judge's own workers, which run in sessions of their own, are
+killed as it unwinds), a fresh one takes its place and the slot is free again only then. Without
+this, an abandoned run would keep judging in the background while the next one starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+import signal
+import sys
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+from ..cluster.pool import _check_reference, _evaluate, _start_judge, default_concurrency
+from ..device import resolve_backend
+from ..judge.config import JudgeConfig
+
+def _exit_on_term(*_: Any) -> None:
+    # SystemExit unwinds the judge's context managers, which kill its worker process groups.
+    sys.exit(1)
+
+
+def _start_process(config: JudgeConfig, processes: int) -> None:
+    signal.signal(signal.SIGTERM, _exit_on_term)
+    _start_judge(config, processes)
+
+
+class TrainJudgePool:
+    """A ``cluster.JudgePool`` of ``max_concurrent`` processes whose runs can be given a time limit."""
+
+    # the functions a pool process runs (module level, so that a spawned process can import them)
+    start: Callable[..., None] = staticmethod(_start_process)
+    run_evaluate: Callable[..., Any] = staticmethod(_evaluate)
+    run_check_reference: Callable[..., Any] = staticmethod(_check_reference)
+
+    def __init__(self, config: JudgeConfig | None = None, max_concurrent: int | None = None) -> None:
+        from pebble import ProcessPool
+
+        config = config or JudgeConfig()
+        self.backend = resolve_backend(config.backend)
+        self.config = replace(config, backend=self.backend)  # every pool process judges on the same backend
+        self.cache_dir = Path(self.config.cache_dir)
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.max_concurrent = max_concurrent or default_concurrency()
+        # spawn, not fork: the trainer's process has threads and an event loop that a fork would copy
+        self._pool = ProcessPool(self.max_concurrent, initializer=type(self).start,
+                                 initargs=(self.config, self.max_concurrent),
+                                 context=multiprocessing.get_context("spawn"))
+        self._closed = False
+
+    async def evaluate(self, task: Any, solution: Any, stage: str, timeout_s: float | None = None) -> Any:
+        """The judge's verdict; a run longer than ``timeout_s`` is stopped and raises TimeoutError."""
+        return await self._submit(type(self).run_evaluate, (task, solution, stage), timeout_s)
+
+    async def check_reference(self, task: Any) -> Any:
+        return await self._submit(type(self).run_check_reference, (task,), None)
+
+    async def _submit(self, fn: Callable[..., Any], args: tuple, timeout_s: float | None) -> Any:
+        from pebble import ProcessExpired
+
+        if self._closed:
+            raise RuntimeError("the judge pool is closed")
+        for attempt in (1, 2):
+            future = self._pool.schedule(fn, args=args, timeout=timeout_s)
+            try:
+                return await asyncio.wrap_future(future)
+            except asyncio.CancelledError:
+                future.cancel()  # pebble stops the process running it
+                raise
+            except ProcessExpired:
+                # the pool process died (killed, out of memory): the judge itself never raises for a
+                # bad candidate. Run this evaluation once more in a fresh process.
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        self._closed = True
+        self._pool.stop()
+        self._pool.join()
+
+    def __enter__(self) -> "TrainJudgePool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def make_judge_pool(settings: dict[str, Any] | None) -> TrainJudgePool:
+    """``settings``: backend (cuda or cpu; default: cuda where a GPU is visible), cache_dir,
+    concurrency (judge runs at once)."""
+    settings = dict(settings or {})
+    extra = {"cache_dir": Path(settings["cache_dir"])} if settings.get("cache_dir") else {}
+    return TrainJudgePool(JudgeConfig(backend=settings.get("backend"), **extra), settings.get("concurrency"))
+
+
+_pools: dict[str, Any] = {}
+_lock = threading.Lock()
+
+
+def _key(settings: dict[str, Any]) -> str:
+    return json.dumps(settings, sort_keys=True, default=str)
+
+
+def register_pool(settings: dict[str, Any], pool: Any) -> None:
+    """Use ``pool`` wherever these settings are asked for (a pool made by the caller, say with
+    its own timing settings)."""
+    with _lock:
+        _pools[_key(settings)] = pool
+
+
+def judge_pool(settings: dict[str, Any] | None) -> Any:
+    """The process's pool for ``settings`` (``make_judge_pool``), made on first use."""
+    settings = dict(settings or {})
+    key = _key(settings)
+    with _lock:
+        if key not in _pools:
+            _pools[key] = make_judge_pool(settings)
+        return _pools[key]

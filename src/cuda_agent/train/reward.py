@@ -1,0 +1,207 @@
+"""One reward function for every engine: a reply in, the judge's reward out.
+
+``JudgeReward.score(reply, task)`` finds the solution in the reply (``replies``), checks its
+format, has the judge profile it through a judge pool and returns the paper's milestone reward
+(Eq. 1: -1, 1, 2, 3) or, with ``kind="continuous"``, the ablation's t_compile / t. It never
+raises for what the model wrote: a reply without a usable solution scores -1 with the reason,
+and so does a judge that fails or runs past ``timeout_s`` (stopped there by a pool that takes a
+time limit, ``pools.TrainJudgePool``).
+
+* **Bounded**: at most ``concurrency`` judge runs at once (the pool has its own bound too).
+* **Judged once**: results are kept by content hash (task, solution, stage, kind); identical
+  solutions in flight at the same moment share one judge run. With ``log_path`` every result is
+  appended to a JSONL file as it comes and read back on start, so a rerun judges nothing twice.
+* **Logged**: the result carries the verdict's fields (status, correct, speedups, timings) for the
+  trainers' logs.
+
+verl calls ``verl_compute_score`` (its custom reward function signature); TRL calls a
+``TRLRewardFunc``; both are thin adapters over one ``JudgeReward``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import inspect
+import json
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..agent.env import REWARD_KINDS
+from ..errors import SolutionFormatError
+from ..solution import validate_solution
+from ..task import Task
+from .replies import ReplyFormatError, solution_from_reply
+
+KINDS = REWARD_KINDS  # the agent environment's reward kinds: one list for both
+TIMEOUTS = (asyncio.TimeoutError, concurrent.futures.TimeoutError, TimeoutError)
+
+
+def _takes_timeout(pool: Any) -> bool:
+    try:
+        return "timeout_s" in inspect.signature(pool.evaluate).parameters
+    except (TypeError, ValueError):
+        return False
+
+STAGES = ("verify", "profile")
+LOGGED_FIELDS = ("status", "correct", "reward", "reward_continuous", "speedup_vs_eager", "speedup_vs_compile",
+                 "stage", "error")
+
+
+@dataclass
+class RewardResult:
+    score: float
+    reason: str = ""                                # why the score is -1 without a verdict; "" when judged
+    fields: dict[str, Any] = field(default_factory=dict)  # the verdict's fields, for logging
+    cached: bool = False
+    key: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def verdict_fields(verdict: Any) -> dict[str, Any]:
+    data = verdict.to_dict() if hasattr(verdict, "to_dict") else dict(verdict)
+    fields = {k: data.get(k) for k in LOGGED_FIELDS}
+    timings = data.get("timings") or {}
+    for name in ("candidate", "eager", "compile"):
+        stats = timings.get(name)
+        fields[f"{name}_ms"] = stats.get("median_ms") if isinstance(stats, dict) else None
+    return fields
+
+
+def content_key(task: Task, solution_sha: str, stage: str, kind: str) -> str:
+    return hashlib.sha256(f"{task.sha256}:{solution_sha}:{stage}:{kind}".encode()).hexdigest()
+
+
+class JudgeReward:
+    """Scores replies with ``pool`` (a ``cluster.JudgePool``)."""
+
+    def __init__(self, pool: Any, *, kind: str = "milestone", stage: str = "profile", concurrency: int = 4,
+                 timeout_s: float = 900.0, log_path: Path | str | None = None, use_cache: bool = True) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"reward kind must be one of {', '.join(KINDS)}, not {kind!r}")
+        if stage not in STAGES:
+            raise ValueError(f"reward stage must be one of {', '.join(STAGES)}, not {stage!r}")
+        if concurrency < 1 or timeout_s <= 0:
+            raise ValueError("reward concurrency must be at least 1 and timeout_s positive")
+        self.pool, self.kind, self.stage = pool, kind, stage
+        self.concurrency, self.timeout_s = concurrency, timeout_s
+        self.log_path = Path(log_path) if log_path else None
+        self.use_cache = use_cache  # off only to measure the judge itself (benchmarks)
+        self.cache: dict[str, RewardResult] = {}
+        self.judge_calls = 0
+        self.judge_seconds = 0.0
+        self._lock = threading.Lock()
+        self._gates: dict[int, asyncio.Semaphore] = {}
+        self._inflight: dict[tuple[int, str], asyncio.Future] = {}
+        if self.log_path and self.log_path.is_file():
+            self._load(self.log_path)
+
+    def _load(self, path: Path) -> None:
+        for line in path.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut short by a crash
+            if entry.get("key") and entry.get("judged"):
+                self.cache[entry["key"]] = RewardResult(entry["score"], entry.get("reason", ""),
+                                                        entry.get("fields", {}), True, entry["key"])
+
+    def _log(self, result: RewardResult, task: Task, judged: bool, seconds: float) -> None:
+        if self.log_path is None:
+            return
+        entry = {"key": result.key, "task": task.name, "score": result.score, "reason": result.reason,
+                 "fields": result.fields, "judged": judged, "cached": result.cached, "seconds": round(seconds, 3),
+                 "time": time.time()}
+        with self._lock:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with self.log_path.open("a") as fh:
+                fh.write(json.dumps(entry, default=str) + "\n")
+
+    def _gate(self) -> asyncio.Semaphore:
+        loop_id = id(asyncio.get_running_loop())
+        with self._lock:
+            if loop_id not in self._gates:
+                self._gates[loop_id] = asyncio.Semaphore(self.concurrency)
+            return self._gates[loop_id]
+
+    async def score(self, reply: str, task: Task) -> RewardResult:
+        started = time.monotonic()
+        try:
+            solution = solution_from_reply(reply)
+            validate_solution(solution, task, self.pool.backend)
+        except Exception as exc:  # noqa: BLE001 - whatever a reply holds, it scores -1: the reward never raises
+            why = str(exc) if isinstance(exc, (ReplyFormatError, SolutionFormatError)) else f"{type(exc).__name__}: {exc}"
+            result = RewardResult(-1.0, f"no usable solution: {why}", {"status": "no_solution"})
+            self._log(result, task, False, time.monotonic() - started)
+            return result
+        key = content_key(task, solution.sha256, self.stage, self.kind)
+        if self.use_cache and key in self.cache:
+            hit = self.cache[key]
+            result = RewardResult(hit.score, hit.reason, hit.fields, True, key)
+            self._log(result, task, False, time.monotonic() - started)
+            return result
+        flight = (id(asyncio.get_running_loop()), key)
+        if self.use_cache and flight in self._inflight:  # the same solution is being judged right now: share its result
+            shared = await asyncio.shield(self._inflight[flight])
+            result = RewardResult(shared.score, shared.reason, shared.fields, True, key)
+            self._log(result, task, False, time.monotonic() - started)
+            return result
+        if not self.use_cache:
+            result = await self._judge(task, solution, key)
+            self._log(result, task, True, time.monotonic() - started)
+            return result
+        future = asyncio.get_running_loop().create_future()
+        self._inflight[flight] = future
+        try:
+            result = await self._judge(task, solution, key)
+            future.set_result(result)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved here, so no "never retrieved" warning when nobody shares it
+            raise
+        finally:
+            del self._inflight[flight]
+        self._log(result, task, True, time.monotonic() - started)
+        return result
+
+    async def _evaluate(self, task: Task, solution: Any) -> Any:
+        """The verdict within ``timeout_s``. A pool that takes a time limit (``pools.TrainJudgePool``)
+        stops the run itself, so the slot is free only when the judge really is; with any other
+        pool the wait alone ends, and the run goes on in the background."""
+        if _takes_timeout(self.pool):
+            return await self.pool.evaluate(task, solution, self.stage, timeout_s=self.timeout_s)
+        return await asyncio.wait_for(self.pool.evaluate(task, solution, self.stage), self.timeout_s)
+
+    async def _judge(self, task: Task, solution: Any, key: str) -> RewardResult:
+        async with self._gate():
+            started = time.monotonic()
+            try:
+                verdict = await self._evaluate(task, solution)
+            except TIMEOUTS:
+                return RewardResult(-1.0, f"the judge took longer than {self.timeout_s:.0f} s",
+                                    {"status": "timeout"}, False, key)
+            except Exception as exc:  # noqa: BLE001 - a failed judge run scores -1, it never ends training
+                return RewardResult(-1.0, f"the judge failed: {type(exc).__name__}: {exc}",
+                                    {"status": "judge_error"}, False, key)
+            finally:
+                self.judge_calls += 1
+                self.judge_seconds += time.monotonic() - started
+        fields = verdict_fields(verdict)
+        value = verdict.reward if self.kind == "milestone" else verdict.reward_continuous
+        result = RewardResult(float(value), "" if verdict.correct else (verdict.error or verdict.status), fields,
+                              False, key)
+        self.cache[key] = result
+        return result
+
+    async def score_many(self, replies: list[str], tasks: list[Task]) -> list[RewardResult]:
+        return list(await asyncio.gather(*(self.score(r, t) for r, t in zip(replies, tasks, strict=True))))
+
+    def score_blocking(self, replies: list[str], tasks: list[Task]) -> list[RewardResult]:
+        """``score_many`` for callers without an event loop."""
+        return asyncio.run(self.score_many(replies, tasks))

@@ -1,0 +1,122 @@
+"""`cuda-agent train`: data commands, the dry run, and a clear error for each bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from cuda_agent.cli import app
+from cuda_agent.train.rows import read_parquet
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, ["train", *map(str, args)])
+
+
+def test_data_builds_rows_from_a_task_folder(tmp_path, fixtures_dir):
+    out = tmp_path / "rows.parquet"
+    result = invoke("data", fixtures_dir / "tasks", "--out", out, "--mode", "agentic", "--backend", "cpu")
+    assert result.exit_code == 0, result.output
+    (row,) = read_parquet(out)
+    assert row["agent_name"] == "cuda_agent" and "class Model" in row["extra_info"]["ref_arch_src"]
+
+
+def test_a_task_that_does_not_load_is_refused(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("x = 1\n")
+    result = invoke("data", bad, "--out", tmp_path / "rows.parquet")
+    assert result.exit_code != 0 and "KernelBench format" in str(result.exception)
+    assert not (tmp_path / "rows.parquet").exists()
+
+
+def test_an_empty_dataset_is_refused_before_training(tmp_path):
+    empty = tmp_path / "empty.parquet"
+    pq.write_table(pa.table({"prompt": pa.array([], pa.string())}), empty)
+    result = invoke("rft", "--engine", "trl", "--model", tmp_path, "--data", empty)
+    assert result.exit_code != 0
+    assert "config.json" in str(result.exception) or "empty" in str(result.exception)
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    result = invoke("rft", "--engine", "trl", "--model", tmp_path / "m", "--data", empty)
+    assert "is empty" in str(result.exception)
+
+
+def test_a_model_path_that_does_not_exist_is_refused(tmp_path, fixtures_dir):
+    rows = tmp_path / "rows.parquet"
+    invoke("data", fixtures_dir / "tasks", "--out", rows, "--backend", "cpu")
+    result = invoke("warmup", "--engine", "trl", "--model", tmp_path / "nowhere", "--data", rows)
+    assert "does not exist" in str(result.exception)
+
+
+def test_the_trl_engine_has_no_value_stage_and_says_why(tmp_path):
+    result = invoke("value", "--engine", "trl", "--model", tmp_path)
+    assert "no critic" in str(result.exception) and "verl" in str(result.exception)
+
+
+def test_verl_dry_run_prints_the_command_and_needs_no_gpu(tmp_path, fixtures_dir):
+    pytest.importorskip("verl")
+    rows = tmp_path / "rows.parquet"
+    invoke("data", fixtures_dir / "tasks", "--out", rows, "--backend", "cpu")
+    result = invoke("warmup", "--model", "Qwen/Qwen2.5-7B-Instruct", "--data", rows, "--out", tmp_path / "runs",
+                    "--dry-run", "--gpus", "4", "trainer.total_training_steps=5")
+    assert result.exit_code == 0, result.output
+    assert "verl.trainer.main_ppo" in result.stdout and "algorithm.lam=0.95" in result.stdout
+    assert "trainer.total_training_steps=5" in (tmp_path / "runs" / "warmup" / "command.sh").read_text()
+
+
+def test_verl_without_a_gpu_stops_before_running(tmp_path, fixtures_dir):
+    pytest.importorskip("verl")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible")
+    rows = tmp_path / "rows.parquet"
+    invoke("data", fixtures_dir / "tasks", "--out", rows, "--backend", "cpu")
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({}))
+    result = invoke("warmup", "--model", model, "--data", rows, "--out", tmp_path / "runs")
+    assert "no" in str(result.exception) and "GPU" in str(result.exception)
+
+
+def test_asking_for_cuda_without_a_gpu_is_an_error(tmp_path, fixtures_dir):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible")
+    rows = tmp_path / "rows.parquet"
+    invoke("data", fixtures_dir / "tasks", "--out", rows, "--backend", "cpu")
+    result = invoke("warmup", "--engine", "trl", "--device", "cuda", "--model", tmp_path, "--data", rows)
+    assert "no GPU" in str(result.exception)
+
+
+def test_a_missing_engine_names_its_extra(monkeypatch):
+    import sys
+
+    from cuda_agent.train.extras import TrainError, require
+
+    monkeypatch.setitem(sys.modules, "trl", None)  # what an environment without TRL looks like to import
+    with pytest.raises(TrainError, match=r"cuda-agent\[trl\]"):
+        require("trl")
+
+
+def test_verl_dry_run_prints_the_command_even_without_verl(tmp_path, fixtures_dir, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "verl", None)  # what an environment without verl looks like to import
+    rows = tmp_path / "rows.parquet"
+    invoke("data", fixtures_dir / "tasks", "--out", rows, "--backend", "cpu")
+    result = invoke("agentic", "--model", "Qwen/Qwen2.5-7B-Instruct", "--data", rows, "--out", tmp_path / "runs",
+                    "--dry-run", "--resume-from", tmp_path / "runs/value/checkpoints/global_step_20",
+                    "--sequence-parallel", "4", "--cache-dir", tmp_path / "cache", "--judge-concurrency", "16")
+    assert result.exit_code == 0, result.output
+    assert "verl.trainer.main_ppo" in result.stdout and "not checked" in result.stderr
+    assert "ppo_max_token_len_per_gpu=32768" in result.stdout
+    assert "reward_kwargs.concurrency=16" in result.stdout and "reward_kwargs.cache_dir=" in result.stdout
+    assert "trainer.total_training_steps=170" in result.stdout

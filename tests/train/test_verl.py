@@ -1,0 +1,322 @@
+"""The verl side, against verl's real code: stage configs composed from its own YAML, the agent
+loop on a scripted server manager, its datasets and its naive reward manager."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+
+import pytest
+
+pytest.importorskip("verl")
+
+from cuda_agent.train.demo import family  # noqa: E402
+from cuda_agent.train.extras import TrainError  # noqa: E402
+from cuda_agent.train.rft import find_trajectories, rft_rows  # noqa: E402
+from cuda_agent.train.rows import rl_rows, write_parquet  # noqa: E402
+from cuda_agent.train.stages import (PPO_MODULE, SFT_MODULE, STAGES, StageOptions, compose, prepare,  # noqa: E402
+                                     stage_settings)
+
+PPO_OVERRIDES = ["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.model.path=m", "critic.model.path=m"]
+
+
+def options(stage, tmp_path, **kw):
+    return StageOptions(stage=stage, model="Qwen/Qwen2.5-0.5B-Instruct", data=str(tmp_path / "rows.parquet"),
+                        out=tmp_path, resume_from=str(tmp_path / "value" / "checkpoints" / "global_step_20"), **kw)
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_every_stage_composes_against_verls_own_config(stage, tmp_path):
+    argv, directory = prepare(options(stage, tmp_path))
+    config = (directory / "config.yaml").read_text()
+    module, settings = stage_settings(options(stage, tmp_path))
+    assert module in argv and (directory / "command.sh").is_file()
+    if module == PPO_MODULE:
+        assert "adv_estimator: gae" in config and "lam: 0.95" in config and "clip_ratio_high: 0.28" in config
+        assert "loss_agg_mode: seq-mean-token-mean" in config and "lr: 3.0e-06" in config and "lr: 6.0e-06" in config
+        assert "use_kl_loss: false" in config
+    if stage in ("collect", "value", "agentic"):
+        assert settings["actor_rollout_ref.rollout.multi_turn.max_assistant_turns"] == 150
+        assert settings["actor_rollout_ref.rollout.max_model_len"] == 131_072
+        loops = (directory / "agent_loops.yaml").read_text()
+        assert "cuda_agent.train.verl_loop.CudaAgentLoop" in loops
+        assert ("run_id" in loops) == (stage == "collect")  # a rerun of collection replaces its trajectories
+    if stage == "value":  # verl updates the actor once critic_warmup <= the step (counted from 1)
+        assert settings["trainer.critic_warmup"] == settings["trainer.total_training_steps"] + 1 > 1
+    if stage == "rft":
+        assert module == SFT_MODULE and settings["data.custom_cls.name"] == "RFTDataset"
+
+
+def composed(stage, tmp_path, **kw):
+    from omegaconf import OmegaConf
+
+    _, directory = prepare(options(stage, tmp_path, **kw))
+    return OmegaConf.load(directory / "config.yaml")
+
+
+@pytest.mark.parametrize("sp", [1, 4])
+def test_dynamic_batch_token_budgets_hold_a_whole_sequence(sp, tmp_path):
+    # verl asserts budget x sequence-parallel size >= the longest sequence
+    for stage, context in (("warmup", 32_768), ("value", 131_072)):
+        c = composed(stage, tmp_path / stage, sequence_parallel=sp)
+        budgets = [c.actor_rollout_ref.actor.ppo_max_token_len_per_gpu,
+                   c.actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu,
+                   c.actor_rollout_ref.ref.log_prob_max_token_len_per_gpu,
+                   c.critic.ppo_max_token_len_per_gpu, c.critic.forward_max_token_len_per_gpu]
+        assert all(b * sp >= context for b in budgets), budgets
+        assert c.data.max_prompt_length + c.data.max_response_length == context
+        assert c.actor_rollout_ref.actor.ulysses_sequence_parallel_size == c.critic.ulysses_sequence_parallel_size == sp
+    sft = composed("rft", tmp_path / "rft", sequence_parallel=sp)
+    assert sft.data.max_token_len_per_gpu * sp >= sft.data.max_length == 131_072
+    assert sft.engine.ulysses_sequence_parallel_size == sp
+
+
+def test_value_and_agentic_stages_run_their_steps_whatever_the_dataset_size(tmp_path):
+    value = composed("value", tmp_path, critic_warmup_steps=20)
+    assert value.trainer.total_training_steps == 20 and value.trainer.critic_warmup == 21
+    agentic = composed("agentic", tmp_path)  # resumes from global_step_20: the paper's 150 steps after it
+    assert agentic.trainer.total_training_steps == 20 + 150
+    assert value.trainer.total_epochs > 1000 and agentic.trainer.total_epochs > 1000
+
+
+def test_agentic_reruns_resume_from_their_own_checkpoint(tmp_path):
+    first = composed("agentic", tmp_path)
+    assert first.trainer.resume_mode == "resume_path" and first.trainer.resume_from_path.endswith("global_step_20")
+    checkpoints = tmp_path / "agentic" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    (checkpoints / "latest_checkpointed_iteration.txt").write_text("30")
+    assert composed("agentic", tmp_path).trainer.resume_mode == "auto"
+    with pytest.raises(TrainError, match="global_step_N"):
+        stage_settings(StageOptions(stage="agentic", model="m", data="d", resume_from="/x/checkpoints"))
+
+
+def test_the_reward_function_gets_the_judge_settings_and_a_log(tmp_path):
+    c = composed("warmup", tmp_path, judge_backend="cpu", judge_concurrency=16, judge_cache_dir=str(tmp_path / "c"))
+    kwargs = c.reward.custom_reward_function.reward_kwargs
+    assert kwargs.backend == "cpu" and kwargs.concurrency == 16 and kwargs.cache_dir == str(tmp_path / "c")
+    assert kwargs.log_path == str(tmp_path / "warmup" / "rewards.jsonl")
+    loops = (tmp_path / "warmup" / "agent_loops.yaml").read_text()
+    assert "cache_dir" in loops and "concurrency: 16" in loops
+
+
+def test_a_wrong_key_fails_before_anything_runs():
+    with pytest.raises(TrainError, match="rejects"):
+        compose(PPO_MODULE, PPO_OVERRIDES + ["algorithm.lamda=0.95"])
+    with pytest.raises(TrainError, match="value stage"):
+        stage_settings(StageOptions(stage="agentic", model="m", data="d"))
+    with pytest.raises(TrainError, match="--data"):
+        stage_settings(StageOptions(stage="warmup", model="m"))
+
+
+def ppo_config(**extra):
+    items = PPO_OVERRIDES + [f"{k}={v}" for k, v in extra.items()]
+    return compose(PPO_MODULE, items)
+
+
+@pytest.fixture
+def tokenizer(tiny_tokenizer_dir):
+    from transformers import AutoTokenizer
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    tok = AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
+    tok.chat_template = qwen2_5_chat_template
+    return tok
+
+
+def test_rows_load_with_rlhf_dataset(tmp_path, tokenizer, demo_tasks):
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    for mode in ("single_turn", "agentic"):
+        path = write_parquet(rl_rows(demo_tasks, mode=mode, backend="cpu"), tmp_path / f"{mode}.parquet")
+        config = ppo_config(**{"data.max_prompt_length": 100000}).data
+        dataset = RLHFDataset([str(path)], tokenizer, config)
+        item = dataset[1]
+        assert len(dataset) == len(demo_tasks)
+        assert item["agent_name"] == ("cuda_agent" if mode == "agentic" else "single_turn_agent")
+        assert item["raw_prompt"][1]["role"] == "user" and demo_tasks[1].name in item["raw_prompt"][1]["content"]
+        assert item["extra_info"]["ref_arch_src"] == demo_tasks[1].source
+        assert item["tools_kwargs"]["cuda_agent"]["create_kwargs"]["task_id"] == demo_tasks[1].name
+
+
+class ScriptedServer:
+    """verl's server manager, answering each request with the next scripted reply, as tokens."""
+
+    def __init__(self, tokenizer, replies):
+        self.tokenizer, self.replies, self.requests = tokenizer, list(replies), []
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+        from verl.workers.rollout.replica import TokenOutput
+
+        self.requests.append(list(prompt_ids))
+        text = self.replies[min(len(self.requests) - 1, len(self.replies) - 1)] + "<|im_end|>"
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids), stop_reason="completed")
+
+
+def tool_call(name, args):
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tool_call>"
+
+
+def run_loop(tokenizer, pool, replies, tmp_path, task, **rollout):
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from cuda_agent.train.verl_loop import CudaAgentLoop
+
+    config = ppo_config(**{f"actor_rollout_ref.rollout.{k}": v for k, v in rollout.items()})
+    server = ScriptedServer(tokenizer, replies)
+
+    async def go():
+        loop = CudaAgentLoop(trainer_config=DictConfigWrap(config), server_manager=server, tokenizer=tokenizer,
+                             processor=None, dataset_cls=RLHFDataset, data_config=DictConfigWrap(config.data),
+                             pool=pool, trajectory_dir=str(tmp_path / "trajectories"))
+        extra_info = {"ref_arch_src": task.source, "task_id": task.name, "index": 0}
+        return await loop.run({"temperature": 1.0}, extra_info=extra_info, raw_prompt=[])
+
+    return asyncio.run(go()), server
+
+
+def spans(mask):
+    """[(value, length), ...] of the runs in a mask."""
+    runs = []
+    for value in mask:
+        if runs and runs[-1][0] == value:
+            runs[-1][1] += 1
+        else:
+            runs.append([value, 1])
+    return [tuple(r) for r in runs]
+
+
+def test_agent_loop_masks_tool_tokens_stops_at_the_turn_limit_and_logs_the_trajectory(tokenizer, train_pool,
+                                                                                       tmp_path, demo_tasks):
+    replies = [tool_call("read", {"path": "model.py"}), tool_call("glob", {"pattern": "*"}),
+               tool_call("read", {"path": "SKILL.md"})]
+    output, server = run_loop(tokenizer, train_pool, replies, tmp_path, demo_tasks[0],
+                              **{"multi_turn.max_assistant_turns": 2, "response_length": 60000})
+    generated = [len(tokenizer(r + "<|im_end|>", add_special_tokens=False)["input_ids"]) for r in replies[:2]]
+    layout = spans(output.response_mask)
+    assert len(server.requests) == 2  # the limit stopped it after two turns
+    assert layout[0] == (1, generated[0]) and layout[1][0] == 0 and layout[2][0] == 1
+    assert sum(n for v, n in layout if v == 1) == sum(generated)
+    assert len(output.response_ids) == len(output.response_mask) == len(output.response_logprobs)
+    # the tool tokens hold the file the model read
+    start = layout[0][1]
+    assert "class Model" in tokenizer.decode(output.response_ids[start:start + layout[1][1]])
+    assert output.reward_score == -1.0 and output.extra_fields["stop_reason"] == "max_turns"
+    (log,) = (tmp_path / "trajectories").glob("*.jsonl")
+    entry = json.loads(log.read_text())
+    assert entry["response_ids"] == output.response_ids and entry["response_mask"] == output.response_mask
+    assert [t["reply"]["tool_calls"][0]["function"]["name"] for t in entry["turns"]] == ["read", "glob"]
+    assert "class Model" in entry["turns"][0]["observation"][0]["content"]
+    assert [m["role"] for m in entry["messages"]] == ["system", "user", "assistant", "tool", "assistant"]
+    rows, report = rft_rows(find_trajectories([tmp_path / "trajectories"]))
+    assert rows == [] and report.dropped["budget_overrun"] == 1  # the turn limit cut it: no RFT row
+
+
+@pytest.mark.slow
+def test_agent_loop_scores_the_best_solution_with_the_judge(tokenizer, train_pool, tmp_path, demo_tasks):
+    files = family.solution_files("fast")
+    first = tool_call("read", {"path": "model_new.py"}) + "".join(
+        tool_call("write", {"path": p, "content": t}) for p, t in files.items()) + tool_call("profile", {})
+    output, _ = run_loop(tokenizer, train_pool, [first, tool_call("finish", {})], tmp_path, demo_tasks[1],
+                         **{"response_length": 60000})
+    assert output.reward_score == 3.0 and output.extra_fields["best"]["reward"] == 3
+    assert output.extra_fields["stop_reason"] == "finished"
+    entry = json.loads(next((tmp_path / "trajectories").glob("*.jsonl")).read_text())
+    assert entry["turns"][0]["verdicts"][0]["reward"] == 3 and entry["best"]["files"] == files
+    (row,), report = rft_rows(find_trajectories([tmp_path / "trajectories"]))  # the loop's log feeds RFT
+    assert report.kept == 1 and row["reward"] == 3.0
+    assert [m["role"] for m in row["messages"]][-2:] == ["tool", "assistant"]  # the profile result, then finish
+
+
+@pytest.mark.slow
+def test_compute_score_through_verls_naive_reward_manager(tokenizer, train_pool, demo_tasks):
+    import numpy as np
+    import torch
+    from omegaconf import OmegaConf
+    from verl import DataProto
+    from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
+
+    from cuda_agent.train.pools import register_pool
+    from cuda_agent.train.verl_reward import compute_score
+
+    from .conftest import files_reply
+
+    register_pool({"backend": "cpu", "concurrency": 2}, train_pool)
+    score = functools.partial(compute_score, backend="cpu", concurrency=2)
+    task = demo_tasks[2]
+
+    async def judge(reply):
+        manager = NaiveRewardManager(OmegaConf.create({}), tokenizer, score)
+        ids = tokenizer(reply, add_special_tokens=False)["input_ids"]
+        data = DataProto.from_dict(
+            tensors={"responses": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)},
+            non_tensors={"data_source": np.array(["cuda_agent/demo"], dtype=object),
+                         "reward_model": np.array([{"ground_truth": task.sha256}], dtype=object),
+                         "extra_info": np.array([{"ref_arch_src": task.source, "task_id": task.name}], dtype=object)})
+        return await manager.run_single(data)
+
+    slow = asyncio.run(judge(files_reply(family.solution_files("slow"))))
+    assert slow["reward_score"] == 1.0 and slow["reward_extra_info"]["status"] == "ok"
+    bad = asyncio.run(judge("no code here"))
+    assert bad["reward_score"] == -1.0 and "no usable solution" in bad["reward_extra_info"]["reason"]
+
+
+class InstantPool:
+    """A judge pool that accepts every solution at once with reward 3 (the reward's batching, not the judge)."""
+
+    backend = "cpu"
+
+    async def evaluate(self, task, solution, stage):
+        from cuda_agent.judge.verdict import Verdict
+
+        return Verdict(status="ok", correct=True, reward=3, reward_continuous=40.0, speedup_vs_eager=40.0,
+                       speedup_vs_compile=41.0, stage="profile")
+
+
+def test_compute_score_keys_are_the_same_for_every_outcome_so_a_mixed_batch_assembles(tokenizer, demo_tasks):
+    import numpy as np
+    import torch
+    from omegaconf import OmegaConf
+    from verl import DataProto
+    from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
+
+    from cuda_agent.train.pools import register_pool
+    from cuda_agent.train.verl_reward import compute_score
+
+    from .conftest import files_reply
+
+    register_pool({"backend": "cpu", "concurrency": 3}, InstantPool())
+    score = functools.partial(compute_score, backend="cpu", concurrency=3)
+    task = demo_tasks[0]
+
+    async def judge(manager, reply, extra_info):
+        ids = tokenizer(reply, add_special_tokens=False)["input_ids"]
+        data = DataProto.from_dict(
+            tensors={"responses": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)},
+            non_tensors={"data_source": np.array(["cuda_agent/demo"], dtype=object),
+                         "reward_model": np.array([{"ground_truth": task.sha256}], dtype=object),
+                         "extra_info": np.array([extra_info], dtype=object)})
+        return await manager.run_single(data)
+
+    info = {"ref_arch_src": task.source, "task_id": task.name}
+    replies = [(files_reply(family.solution_files("fast")), info), ("no code here", info),
+               ("no code here", {"task_id": "lost"}), (files_reply(family.solution_files("fast")), {
+                   "ref_arch_src": "x = 1\n", "task_id": "broken"})]
+
+    async def batch(items):
+        manager = NaiveRewardManager(OmegaConf.create({}), tokenizer, score)  # binds the running loop
+        return await asyncio.gather(*(judge(manager, r, i) for r, i in items))
+
+    for order in (replies, replies[::-1]):  # a judged reply first, and a failed one first
+        outputs = asyncio.run(batch(order))
+        infos = [o["reward_extra_info"] for o in outputs]
+        # what verl's reward loop does with a batch (RewardLoopManager.compute_rm_score)
+        keys = list(infos[0].keys())
+        fields = {key: np.array([info[key] for info in infos]) for key in keys}
+        assert all(set(i) == set(keys) for i in infos)
+        assert all(v is not None for i in infos for v in i.values())
+        assert fields["status"].dtype.kind == "U" and fields["speedup_vs_compile"].dtype.kind == "f"
+    by_status = {i["status"]: o["reward_score"] for o, i in zip(outputs, infos)}
+    assert by_status == {"ok": 3.0, "no_solution": -1.0, "no_task": -1.0} and len(outputs) == 4
