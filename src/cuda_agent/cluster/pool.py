@@ -48,6 +48,17 @@ def default_concurrency() -> int:
     return max(2, (os.cpu_count() or 2) // 2)
 
 
+def settle_pool(pool: Any, config: JudgeConfig | None, max_concurrent: int | None) -> None:
+    """What a process pool of judges fixes first: ``backend``, ``config``, ``cache_dir`` (made)
+    and ``max_concurrent``."""
+    config = config or JudgeConfig()
+    pool.backend = resolve_backend(config.backend)
+    pool.config = replace(config, backend=pool.backend)  # every pool process judges on the same backend
+    pool.cache_dir = Path(pool.config.cache_dir)
+    pool.cache_dir.mkdir(parents=True, exist_ok=True)
+    pool.max_concurrent = max_concurrent or default_concurrency()
+
+
 _judge: Any = None  # the Judge of a pool process
 
 
@@ -75,12 +86,7 @@ class LocalJudgePool:
     """Judge evaluations in ``max_concurrent`` processes of this machine, one run per process at a time."""
 
     def __init__(self, config: JudgeConfig | None = None, max_concurrent: int | None = None):
-        config = config or JudgeConfig()
-        self.backend = resolve_backend(config.backend)
-        self.config = replace(config, backend=self.backend)  # every pool process judges on the same backend
-        self.cache_dir = Path(self.config.cache_dir)
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
-        self.max_concurrent = max_concurrent or default_concurrency()
+        settle_pool(self, config, max_concurrent)
         self._lock = threading.Lock()
         self._executor = self._new_executor()
         self._closed = False

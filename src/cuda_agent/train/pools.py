@@ -16,12 +16,10 @@ import multiprocessing
 import signal
 import sys
 import threading
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from ..cluster.pool import _check_reference, _evaluate, _start_judge, default_concurrency
-from ..device import resolve_backend
+from ..cluster.pool import _check_reference, _evaluate, _start_judge, settle_pool
 from ..judge.config import JudgeConfig
 
 def _exit_on_term(*_: Any) -> None:
@@ -45,12 +43,7 @@ class TrainJudgePool:
     def __init__(self, config: JudgeConfig | None = None, max_concurrent: int | None = None) -> None:
         from pebble import ProcessPool
 
-        config = config or JudgeConfig()
-        self.backend = resolve_backend(config.backend)
-        self.config = replace(config, backend=self.backend)  # every pool process judges on the same backend
-        self.cache_dir = Path(self.config.cache_dir)
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
-        self.max_concurrent = max_concurrent or default_concurrency()
+        settle_pool(self, config, max_concurrent)
         # spawn, not fork: the trainer's process has threads and an event loop that a fork would copy
         self._pool = ProcessPool(self.max_concurrent, initializer=type(self).start,
                                  initargs=(self.config, self.max_concurrent),
