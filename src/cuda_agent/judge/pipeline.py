@@ -58,8 +58,8 @@ from .reward import continuous_reward, milestone_reward
 from .landlock import build_ruleset
 from .sandbox import SandboxPolicy, unprivileged_ids, unreachable_for_others
 from .session import TimedSession, interleave
-from .timing import (BASELINE_SESSIONS, BASELINE_TOLERANCE, DRIFT_TOLERANCE, MAX_UNCERTAINTY, PRECISION, Session,
-                     TimingStats, consistency_problem, drift_problem, integrity_problem, stability_problem)
+from .timing import (Session, TimingStats, consistency_problem, drift_problem, for_backend, integrity_problem,
+                     stability_problem)
 from .toolchain import Toolchain, detect_toolchain, find_cuda_home
 from .verdict import Verdict, Violation, render_feedback
 from .workers import PACKAGE_PARENT, WorkerError, WorkerProcess, WorkerSpec
@@ -365,6 +365,7 @@ class _Run:
                  verdict: Verdict):
         self.judge, self.task, self.solution, self.module, self.verdict = judge, task, solution, module, verdict
         self.cfg = judge.config
+        self.timing = for_backend(self.cfg.timing, judge.backend)  # every tolerance settled for this backend
         self.rng = judge._rng
         self.stack = ExitStack()
         self.run_as, self.drop_capabilities, self.privileges = self._unprivileged_user()
@@ -641,25 +642,13 @@ class _Run:
     def _timed(self, worker: WorkerProcess, label: str, keep: bool, follows: TimedSession | None = None
                ) -> TimedSession:
         """A timing session for ``worker``; one that ``follows`` another ends with it."""
-        t, cfg = self.cfg.timing, self.cfg
+        t, cfg = self.timing, self.cfg
         worker_cores, _ = self.judge.timing_placement()
         return TimedSession(worker, label, keep=keep, warmup=t.warmup_calls, min_calls=t.min_calls,
-                            max_calls=t.max_calls, precision=self.precision, target_seconds=t.target_seconds,
+                            max_calls=t.max_calls, precision=t.precision, target_seconds=t.target_seconds,
                             window=self.judge.backend == "cuda", exchange=self._call, post=self._post,
                             seed=self._seed, call_timeout_s=cfg.call_timeout_s,
                             warm_timeout_s=cfg.timing_timeout_s, cores=worker_cores, follows=follows)
-
-    @property
-    def precision(self) -> float:
-        return self.cfg.timing.precision or PRECISION[self.judge.backend]
-
-    @property
-    def max_uncertainty(self) -> float:
-        return self.cfg.timing.max_uncertainty or MAX_UNCERTAINTY[self.judge.backend]
-
-    @property
-    def drift_tolerance(self) -> float:
-        return self.cfg.timing.drift_tolerance or DRIFT_TOLERANCE[self.judge.backend]
 
     def _time_sessions(self, sessions: list[TimedSession]) -> None:
         """Run sessions interleaved call by call, with the device to themselves; fail the run if
@@ -720,8 +709,8 @@ class _Run:
             calibrations.append(calibration.session)
             reference = TimingStats.from_session(calibration.session)
             problem = integrity_problem(session, calibrations, backend)
-            unsteady = (stability_problem(v.timings["candidate"], self.max_uncertainty)
-                        or drift_problem(reference, eager, self.drift_tolerance))
+            unsteady = (stability_problem(v.timings["candidate"], self.timing.max_uncertainty)
+                        or drift_problem(reference, eager, self.timing.drift_tolerance))
             v.timing_integrity = {
                 "candidate_prepare_ms": v.timings["candidate"].prepare_median_ms,
                 "reference_prepare_ms": reference.prepare_median_ms,
@@ -768,25 +757,19 @@ class _Run:
             return None
         key = self.judge.baseline_key(self.task, self.device_info)
         sessions = self.judge.baselines.get(key, mode)
-        stats = baseline_stats(sessions, self._baseline_tolerance, 0, self.precision) if sessions else None
+        stats = baseline_stats(sessions, self.timing.baseline_tolerance, 0, self.timing.precision) if sessions else None
         return stats if stats is not None and stats.stable else None
-
-    @property
-    def _baseline_tolerance(self) -> float:
-        return self.cfg.timing.baseline_tolerance or BASELINE_TOLERANCE[self.judge.backend]
 
     def baselines(self) -> None:
         """Eager and torch.compile timings of the reference with the current weights, each in
         fresh trusted processes (timing.py: several, until their medians agree), from the cache
         when this device has settled them for the task before."""
-        v, cfg, t = self.verdict, self.cfg, self.cfg.timing
+        v, cfg, t = self.verdict, self.cfg, self.timing
         key = self.judge.baseline_key(self.task, self.device_info)
-        tolerance = self._baseline_tolerance
-        minimum = t.baseline_sessions or BASELINE_SESSIONS[self.judge.backend]
         for mode in ("eager", "compile"):
             sessions = self.judge.baselines.get(key, mode) if cfg.use_baseline_cache else []
             fresh = 0
-            while not settled(sessions, tolerance, minimum, t.max_baseline_sessions, self.precision):
+            while not settled(sessions, t.baseline_tolerance, t.baseline_sessions, t.max_baseline_sessions, t.precision):
                 (worker,) = self.start_workers(("reference", mode))
                 self._call(worker, "init_model", cfg.call_timeout_s,
                            {"weight_seed": self.weight_seed, "return_state": False})
@@ -796,7 +779,7 @@ class _Run:
                 sessions.append(TimingStats.from_session(timed.session, cfg.keep_samples))
                 fresh += 1
                 self.judge.baselines.put(key, mode, sessions)  # each session kept as it comes
-            v.timings[mode] = baseline_stats(sessions, tolerance, fresh, self.precision)
+            v.timings[mode] = baseline_stats(sessions, t.baseline_tolerance, fresh, t.precision)
 
     def check_reference(self, report: ReferenceReport) -> None:
         """Two forwards of the same inputs and weights, the second from another random state,

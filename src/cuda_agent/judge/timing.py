@@ -27,7 +27,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .config import TimingConfig
 
 # How far a candidate's untimed overheads may exceed the reference's before its timing is not
 # believed: a multiple of the reference's overhead plus an absolute allowance, both covering
@@ -293,6 +297,17 @@ def stability_problem(stats: TimingStats, max_uncertainty: float) -> str | None:
 # How far the reference's calibration time may move from its settled eager baseline (the same
 # model, timed the same way) before the machine is not in the state the baseline was taken in.
 DRIFT_TOLERANCE = {"cuda": 0.10, "cpu": 0.35}
+
+
+# Which backend default stands for each TimingConfig field left unset (None).
+BACKEND_DEFAULTS = {"precision": PRECISION, "max_uncertainty": MAX_UNCERTAINTY, "drift_tolerance": DRIFT_TOLERANCE,
+                    "baseline_sessions": BASELINE_SESSIONS, "baseline_tolerance": BASELINE_TOLERANCE}
+
+
+def for_backend(config: "TimingConfig", backend: str) -> "TimingConfig":
+    """``config`` with every unset field given the backend's default."""
+    return replace(config, **{name: defaults[backend] for name, defaults in BACKEND_DEFAULTS.items()
+                              if not getattr(config, name)})
 
 
 def drift_problem(calibration: TimingStats, eager: TimingStats | None, tolerance: float) -> str | None:
