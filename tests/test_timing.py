@@ -239,6 +239,17 @@ def test_baseline_sessions_settle_when_their_medians_agree():
     assert baseline_stats(agree, 0.02, fresh=0).source == "cache"
 
 
+def test_a_pooled_baseline_keeps_its_median_inside_its_range():
+    # Two sessions: the pooled median lies between theirs, outside the range of either one.
+    low = TimingStats.from_samples([0.30, 0.33, 0.36] * 5)
+    high = TimingStats.from_samples([0.55, 0.59, 0.62] * 5)
+    pooled = TimingStats.pooled([low, high])
+    assert pooled.median_ms == pytest.approx(0.46)
+    assert pooled.min_ms == pytest.approx(0.30) and pooled.max_ms == pytest.approx(0.62)
+    assert pooled.min_ms <= pooled.p25_ms <= pooled.median_ms <= pooled.p75_ms <= pooled.max_ms
+    assert pooled.calls == 30 and pooled.mean_ms == pytest.approx((low.mean_ms + high.mean_ms) / 2)
+
+
 def test_a_reference_far_from_its_baseline_means_the_machine_changed():
     from cuda_agent.judge.timing import DRIFT_TOLERANCE, drift_problem
 

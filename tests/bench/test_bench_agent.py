@@ -45,7 +45,14 @@ def test_bench_runs_the_agent_and_scores_its_best_solution(tmp_path, judge_cache
     report = json.loads((out / "report.json").read_text())
     (record,) = report["problems"]
     assert record["status"] == "ok" and record["correct"] and record["sample"] == 0
-    assert record["speedup_vs_compile"] > 0 and report["label"] == "scripted"
+    assert report["label"] == "scripted"
+    # A loaded machine may leave the timing too noisy to pay for; the speed-up is then withheld
+    # and the verdict says so. Otherwise it is measured.
+    verdict = json.loads((out / record["verdict"]).read_text())
+    if verdict["timing_integrity"].get("stable") is False:
+        assert record["speedup_vs_compile"] is None and record["reward"] == 1
+    else:
+        assert record["speedup_vs_compile"] > 0
 
     with OpenAIServer(by_turn) as server:  # again: the episode has ended and its result is recorded
         again = CliRunner().invoke(app, args + ["--base-url", server.url])

@@ -186,9 +186,17 @@ class TimingStats:
         the median of theirs, with every session's median recorded beside it."""
         ordered = sorted(sessions, key=lambda s: s.median_ms)
         middle = ordered[(len(ordered) - 1) // 2]
+        median = statistics.median(s.median_ms for s in sessions)
+        calls = sum(s.calls for s in sessions)
+        # The range and quartiles span every session, so they still bracket the pooled median
+        # (with two sessions it lies between theirs, outside either one's own range).
         return cls.from_dict({**asdict(middle), "sessions_ms": [s.median_ms for s in sessions],
-                              "median_ms": statistics.median(s.median_ms for s in sessions),
-                              "calls": sum(s.calls for s in sessions)})
+                              "median_ms": median, "calls": calls,
+                              "mean_ms": sum(s.mean_ms * s.calls for s in sessions) / calls,
+                              "min_ms": min(s.min_ms for s in sessions),
+                              "max_ms": max(s.max_ms for s in sessions),
+                              "p25_ms": min(min(s.p25_ms for s in sessions), median),
+                              "p75_ms": max(max(s.p75_ms for s in sessions), median)})
 
     @property
     def session_deviation(self) -> float:
