@@ -1238,13 +1238,53 @@ def test_other_libraries_are_refused():
 
 def test_python_libraries_are_refused():
     assert_python("library_use", """
-        import numpy as np
+        import numpy as np  # !
         import triton  # !
         import triton.language as tl  # !
 
         def f(a, b):
             n = np.prod(a.shape)
             return np.matmul(a, b)  # !
+    """)
+
+
+def test_only_allowed_modules_may_be_imported():
+    # Any library can do the work, named by a rule or not: only torch, the extension and pure
+    # helpers of the standard library are importable.
+    assert_python("library_use", """
+        import math
+        import functools, operator
+        import logging
+        from collections import OrderedDict
+        from typing import Optional
+        import torch
+        import torch.nn as nn
+        import cuda_extension
+        import einops  # !
+        import array  # !
+        import scipy.linalg  # !
+        from sklearn import linear_model  # !
+        import math, struct  # !
+    """)
+
+
+def test_handing_tensor_data_to_python_or_numpy_is_refused():
+    assert_python("library_use", """
+        import torch
+        import torch.nn as nn
+        import cuda_extension
+
+        class ModelNew(nn.Module):
+            def __init__(self, w):
+                super().__init__()
+                self.table = torch.tensor(w).tolist()  # allowed in __init__: building weights
+
+            def forward(self, x, y):
+                rows = x.tolist()  # !
+                a = y.numpy()  # !
+                b = y.__array__()  # !
+                n = list(x.shape)  # shapes are metadata
+                return cuda_extension.f(x, y)
     """)
 
 

@@ -204,6 +204,15 @@ def test_writes_only_in_the_workspace_and_scratch(box, ctx, ws, tmp_path):
 
 
 @needs_landlock
+def test_shared_memory_is_not_writable_but_device_nodes_are(box, ctx):
+    # /dev/shm is shared by every process on the machine: a channel between episodes.
+    out = bash(box, ctx, "echo x > /dev/shm/episode-note; echo $?; echo y > /dev/null; echo $?")
+    assert not Path("/dev/shm/episode-note").exists()
+    assert "Permission denied" in out.text
+    assert out.text.splitlines()[-3:] == ["1", "0", "[exit code 0]"], out.text
+
+
+@needs_landlock
 def test_hidden_paths_are_unreadable(box, ctx):
     hidden = ctx.hidden[0]
     out = bash(box, ctx, f"cat {hidden}/secret.txt; ls {hidden}; cp -r {hidden} kernels/; "

@@ -107,9 +107,11 @@ class Ruleset:
             self.fd = -1
 
 
-def build_ruleset(writable: list[Path], readable: list[Path], hidden: list[Path]) -> Ruleset:
+def build_ruleset(writable: list[Path], readable: list[Path], hidden: list[Path],
+                  devices: list[Path] = ()) -> Ruleset:
     """Reads everywhere but beneath ``hidden`` (and beneath ``readable`` even there); writes
-    only beneath ``writable``; no TCP (ABI 4+); no signals or abstract sockets out (ABI 6+)."""
+    only beneath ``writable``; ``devices`` may be opened for writing but nothing may be made,
+    removed or renamed beside them; no TCP (ABI 4+); no signals or abstract sockets out (ABI 6+)."""
     abi = abi_version()
     if abi < 1:
         raise LandlockError("Landlock is not available in this kernel")
@@ -128,6 +130,8 @@ def build_ruleset(writable: list[Path], readable: list[Path], hidden: list[Path]
             grants[path] = grants.get(path, 0) | READ
         for path in writable:
             grants[Path(path)] = grants.get(Path(path), 0) | READ | writes
+        for path in devices:
+            grants[Path(path)] = grants.get(Path(path), 0) | READ | (writes & (WRITE_FILE | TRUNCATE))
         for path, rights in grants.items():
             _add_rule(ruleset.fd, path, rights)
     except BaseException:
@@ -135,7 +139,8 @@ def build_ruleset(writable: list[Path], readable: list[Path], hidden: list[Path]
         raise
     hidden_text = f"; hidden: {', '.join(str(h) for h in hidden)}" if hidden else ""
     ruleset.description = (f"Landlock ABI {abi}: writes only beneath {', '.join(str(w) for w in writable)}"
-                           f"{hidden_text}" + ("; no TCP" if abi >= 4 else "")
+                           + (f"; {len(devices)} device nodes opened for writing" if devices else "")
+                           + f"{hidden_text}" + ("; no TCP" if abi >= 4 else "")
                            + ("; no signals to the judge" if abi >= 6 else ""))
     return ruleset
 

@@ -56,7 +56,8 @@ from .floor import Peaks, floor_ms
 from .reference import ReferenceReport
 from .reward import continuous_reward, milestone_reward
 from .landlock import build_ruleset
-from .sandbox import SandboxPolicy, unprivileged_ids, unreachable_for_others
+from .process_tree import strays_elsewhere
+from .sandbox import SandboxPolicy, own_namespace, unprivileged_ids, unreachable_for_others, writable_devices
 from .session import TimedSession, interleave
 from .timing import (Session, TimingStats, consistency_problem, drift_problem, for_backend, integrity_problem,
                      stability_problem)
@@ -295,6 +296,13 @@ def _add_seconds(verdict: Verdict, part: str, since: float) -> None:
     verdict.seconds[part] = verdict.seconds.get(part, 0.0) + time.perf_counter() - since
 
 
+def foreign_processes(count: int) -> str | None:
+    """Why a timing is not believed when other candidates' processes ran through it."""
+    if count:
+        return f"{count} process(es) that other candidates left running were alive during this timing"
+    return None
+
+
 def _median(verdict: Verdict, which: str) -> float | None:
     stats = verdict.timings.get(which)
     return stats.median_ms if stats else None
@@ -427,12 +435,13 @@ class _Run:
             return -1, "not confined: switched off"
         home = self._candidate_home()
         home.mkdir(exist_ok=True)
-        writable = [home, Path("/dev")]  # GPU device nodes are opened for writing
+        writable = [home]
         if self.solution.layout == "single_file" and self.run_as is None:
             writable.append(self._inline_dir())
         hidden = [self.judge.cache_dir] + ([self.dir.parent] if self.run_as else [])  # other runs
         try:
-            ruleset = build_ruleset(writable, readable=[self.dir, Path(PACKAGE_PARENT)], hidden=hidden)
+            ruleset = build_ruleset(writable, readable=[self.dir, Path(PACKAGE_PARENT)], hidden=hidden,
+                                    devices=writable_devices())
         except OSError as exc:
             return -1, f"not confined: {exc}"
         self.stack.callback(ruleset.close)
@@ -474,8 +483,9 @@ class _Run:
         policy = SandboxPolicy(isolate_network=self.cfg.isolate_network)
         if role == "candidate":
             fd, filesystem = self._landlock()
-            policy = SandboxPolicy(isolate_network=self.cfg.isolate_network, landlock_fd=fd, run_as=self.run_as,
-                                   drop_capabilities=self.drop_capabilities)
+            policy = SandboxPolicy(isolate_network=self.cfg.isolate_network, isolate_ipc=True, landlock_fd=fd,
+                                   run_as=self.run_as, drop_capabilities=self.drop_capabilities,
+                                   new_pid_namespace=os.geteuid() == 0)
         name = f"{role}-{mode}" if role == "reference" else role
         spec = WorkerSpec(role=name, run_dir=self.dir, policy=policy, env=self._env(role),
                           memory_limit_bytes=self.cfg.memory_limit_bytes, python=self.judge.python)
@@ -502,6 +512,9 @@ class _Run:
                       "capabilities": reply.get("capabilities")}
             if role == "candidate":
                 record.update({"filesystem": filesystem, "privileges": self.privileges,
+                               "writable_outside": [str(p) for p in reply.get("writable_outside", [])],
+                               "ipc_isolated": own_namespace(worker.pid, "ipc"),
+                               "processes": worker.tree.method,
                                "limits": {"open_files": policy.max_open_files, "file_bytes": policy.max_file_bytes,
                                           "memory_bytes": self.cfg.memory_limit_bytes,
                                           "processes": policy.max_processes if self.run_as else None,
@@ -595,6 +608,7 @@ class _Run:
                     v.checks.append(changed_inputs)
             audit.add(ref["output"], ref["identity_passes"])
         v.seconds["verify"] = time.perf_counter() - t0
+        self._check_processes("after its checks")
         if findings := audit.findings():
             v.task_audit = {"null_solutions_that_pass": findings}
             v.notes.append(audit.explain(findings))
@@ -629,6 +643,15 @@ class _Run:
         if found:
             self.verdict.violations.extend(found)
             _fail(self.verdict, "forbidden", "; ".join(f"[{x.rule}] {x.message}" for x in found[:3]))
+
+    def _check_processes(self, when: str) -> None:
+        """Forbidden: any process the candidate started still running at a checkpoint (it could
+        work on after its call has been timed, or disturb other timings)."""
+        if strays := self.cand.tree.strays():
+            message = (f"{len(strays)} process(es) the candidate started were still running {when} "
+                       f"({self.cand.tree.method})")
+            self.verdict.violations.append(Violation("process_left_running", MODEL_FILE, None, message))
+            _fail(self.verdict, "forbidden", message)
 
     def _load_weights(self, weight_seed: int, perturb: bool = False) -> None:
         state = self._call(self.ref, "init_model", self.cfg.call_timeout_s,
@@ -697,6 +720,7 @@ class _Run:
             self._time_sessions([cand, calibration])
             _add_seconds(v, "timing", started)
             session, seeds = cand.session, cand.seeds
+            self._check_processes("after its timed calls")
             v.timings["candidate"] = TimingStats.from_session(session, cfg.keep_samples)
             if cfg.runtime_checks and session.threads_grown:
                 v.timings["candidate"] = None
@@ -710,7 +734,8 @@ class _Run:
             reference = TimingStats.from_session(calibration.session)
             problem = integrity_problem(session, calibrations, backend)
             unsteady = (stability_problem(v.timings["candidate"], self.timing.max_uncertainty)
-                        or drift_problem(reference, eager, self.timing.drift_tolerance))
+                        or drift_problem(reference, eager, self.timing.drift_tolerance)
+                        or foreign_processes(strays_elsewhere(self.cand.tree)))
             v.timing_integrity = {
                 "candidate_prepare_ms": v.timings["candidate"].prepare_median_ms,
                 "reference_prepare_ms": reference.prepare_median_ms,
@@ -742,6 +767,9 @@ class _Run:
             _add_seconds(v, "floor", started)
 
         self.cand.close()  # nothing it left behind may run while the baselines are timed
+        if self.cand.survivors:
+            v.notes.append(f"{len(self.cand.survivors)} process(es) of the candidate's could not be killed: "
+                           "timings taken on this machine until they end are not trustworthy")
         started = time.perf_counter()
         self.baselines()
         _add_seconds(v, "baselines", started)

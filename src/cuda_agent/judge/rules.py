@@ -39,7 +39,10 @@ STATIC_RULES: dict[str, str] = {
     "library_use": "a library beyond what the SKILL allows (cuBLAS only through its GEMM API and "
                    "only when the task multiplies matrices or convolves, cuDNN only through its "
                    "convolution API and only when the task convolves; no Thrust/CUB device "
-                   "algorithms, CUTLASS, cuFFT, cuRAND, Triton, NumPy compute or the like)",
+                   "algorithms, CUTLASS, cuFFT, cuRAND, Triton or the like); in Python, any module "
+                   "beyond torch, the solution's extension and the standard library's pure helpers "
+                   "(NumPy, SciPy, ...), and handing tensor data to Python or NumPy (.numpy(), "
+                   ".tolist())",
 }
 
 RUNTIME_RULES: dict[str, str] = {
@@ -49,6 +52,8 @@ RUNTIME_RULES: dict[str, str] = {
     "own_kernels_idle": "the solution defines kernels but none of them ran during forward",
     "thread_left_running": "forward returned while a thread it started was still running",
     "flags_changed": "global torch numerics settings differ after the candidate ran",
+    "process_left_running": "a process the candidate started (forked, detached or not) was still "
+                            "running when its calls had returned",
 }
 
 TIMING_RULES: dict[str, str] = {

@@ -27,6 +27,7 @@ from .landlock import restrict_self
 
 CLONE_NEWNET = 0x40000000
 CLONE_NEWPID = 0x20000000
+CLONE_NEWIPC = 0x08000000
 PR_CAPBSET_DROP = 24
 _CAPABILITY_VERSION_3 = 0x20080522
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
@@ -59,6 +60,9 @@ UNPRIVILEGED_USER = "nobody"
 @dataclass(frozen=True)
 class SandboxPolicy:
     isolate_network: bool = True
+    # System V shared memory and POSIX message queues are not files, so Landlock does not see
+    # them: a new IPC namespace keeps a candidate from leaving anything there. Needs CAP_SYS_ADMIN.
+    isolate_ipc: bool = False
     max_open_files: int = 4096
     max_file_bytes: int = 16 * 1024**3
     landlock_fd: int = -1            # an open Landlock ruleset to apply, or -1
@@ -66,7 +70,8 @@ class SandboxPolicy:
     drop_capabilities: bool = False  # stay uid 0 (when no other user will do) but without privileges
     max_processes: int = 4096        # threads count too; applied only with run_as (per-user limit)
     # The exec'd program's children start a PID namespace; the first is its init, and when that
-    # init exits every process in the namespace is killed. Needs CAP_SYS_ADMIN.
+    # init exits every process in the namespace is killed. Needs CAP_SYS_ADMIN. The exec'd program
+    # itself can then start no threads: judge workers go through ``process_tree.LAUNCHER``.
     new_pid_namespace: bool = False
 
 
@@ -152,6 +157,8 @@ def make_preexec(policy: SandboxPolicy):
         if policy.isolate_network:
             # Fails without CAP_SYS_ADMIN; the worker then reports that it still sees the network.
             _LIBC.unshare(CLONE_NEWNET)
+        if policy.isolate_ipc:
+            _LIBC.unshare(CLONE_NEWIPC)  # the judge compares namespaces and records the outcome
         if policy.new_pid_namespace:
             # Before capabilities go. Fails without CAP_SYS_ADMIN; the caller checks and reports.
             _LIBC.unshare(CLONE_NEWPID)
@@ -170,6 +177,88 @@ def make_preexec(policy: SandboxPolicy):
     return preexec
 
 
+# Device nodes a worker may open for writing: the GPU's (the driver opens them read-write) and
+# the harmless character devices. Nothing else under /dev: /dev/shm and /dev/mqueue are shared
+# between processes, so a candidate could leave results or state there for a later one.
+WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
+                    "/dev/ptmx", "/dev/pts")
+GPU_DEVICE_PREFIXES = ("nvidia", "dri")
+
+
+def writable_devices() -> list[Path]:
+    """The device nodes (and device directories) a worker may open for writing, as present here."""
+    found = [Path(p) for p in WRITABLE_DEVICES if os.path.exists(p)]
+    try:
+        found += sorted(Path("/dev") / name for name in os.listdir("/dev") if name.startswith(GPU_DEVICE_PREFIXES))
+    except OSError:
+        pass
+    return found
+
+
+# File systems that hold files in memory, shared by every process that can reach them.
+_SHARED_FS_TYPES = {"tmpfs", "ramfs", "mqueue", "devtmpfs", "hugetlbfs"}
+_WELL_KNOWN_SHARED = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock", "/dev/mqueue", "/run/user")
+
+
+def shared_places() -> list[Path]:
+    """Every place one process could leave a file for another: each in-memory file system
+    mounted here, the well-known temporary directories, and every world-writable directory one
+    level below /, /var, /run and /dev."""
+    places = {Path(p) for p in _WELL_KNOWN_SHARED}
+    try:
+        for line in Path("/proc/self/mounts").read_text().splitlines():
+            fields = line.split()
+            if len(fields) > 2 and fields[2] in _SHARED_FS_TYPES:
+                places.add(Path(fields[1].replace("\\040", " ")))
+    except OSError:
+        pass
+    for top in ("/", "/var", "/run", "/dev"):
+        try:
+            entries = list(os.scandir(top))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_mode & 0o002:
+                    places.add(Path(entry.path))
+            except OSError:
+                continue
+    return sorted(p for p in places if p.is_dir())
+
+
+def writable_outside(home: Path) -> list[str]:
+    """The places outside its own ``home`` where this process can create a file: beside the
+    home, and every shared place (run inside the worker). Empty when the sandbox holds."""
+    home = home.resolve()
+    open_places = []
+    for place in [home.parent, *shared_places()]:
+        if place.resolve() == home:
+            continue
+        probe = place / f".write-probe-{os.getpid()}"
+        try:
+            fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except OSError:
+            continue
+        os.close(fd)
+        try:
+            probe.unlink()
+        except OSError:
+            pass
+        open_places.append(str(place))
+    return open_places
+
+
+def own_namespace(pid: int, kind: str) -> bool:
+    """Whether process ``pid`` has a ``kind`` namespace (``net``, ``ipc``, ``pid_for_children``)
+    other than this process's."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/{kind}") != os.readlink(f"/proc/self/ns/{kind}")
+    except FileNotFoundError:
+        return kind == "pid_for_children"  # a new PID namespace has no link until its init starts
+    except OSError:
+        return False
+
+
 def effective_capabilities() -> int:
     """This process's effective capability mask (run inside the worker); 0 is none."""
     try:
@@ -179,19 +268,6 @@ def effective_capabilities() -> int:
     except (OSError, ValueError):
         pass
     return -1
-
-
-def filesystem_confined() -> bool:
-    """True when this process cannot write beside its HOME or in /tmp (run inside the worker)."""
-    for directory in (Path(os.environ.get("HOME", "/")).parent, Path("/tmp")):
-        probe = directory / f".write-probe-{os.getpid()}"
-        try:
-            probe.write_text("")
-        except OSError:
-            continue
-        probe.unlink(missing_ok=True)
-        return False
-    return True
 
 
 def network_isolated() -> bool:

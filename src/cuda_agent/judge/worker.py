@@ -316,7 +316,7 @@ class Worker:
         import torch
 
         from ..device import probe_device
-        from .sandbox import effective_capabilities, filesystem_confined, network_isolated
+        from .sandbox import effective_capabilities, network_isolated, writable_outside
 
         self.role = msg["role"]
         self.device = msg["device"]
@@ -371,8 +371,10 @@ class Worker:
             if self.model_class is None:
                 raise WorkerFailure(ERROR_RUNTIME, "model_new.py defines no ModelNew")
         self.task = task
+        writable = writable_outside(Path(os.environ.get("HOME", "/")))
         return {"device": info.to_dict(), "network_isolated": network_isolated(),
-                "filesystem_confined": filesystem_confined(), "capabilities": effective_capabilities(),
+                "filesystem_confined": not writable, "writable_outside": writable,
+                "capabilities": effective_capabilities(),
                 "pid": os.getpid(), "uid": os.getuid()}
 
     def init_model(self, msg: dict) -> dict:
@@ -533,11 +535,13 @@ class Worker:
                             start.record()
                         output = self.model(*inputs)
                         returned = _clock_ns()
+                        # The inputs are let go inside the measured call: finalizers and weakref
+                        # callbacks the model hung on them run (and launch) here, where they count.
+                        inputs = None
                         if cuda:
                             end.record()
                         self.synchronize()
                         t1 = _clock_ns()
-                        inputs = None
                         _check_output_types(output)
                         # Copied as forward left it: a thread still filling it cannot finish first.
                         if step.get("keep") and not kept.add(output):

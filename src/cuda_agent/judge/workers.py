@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import protocol
+from .process_tree import TOKEN_VARIABLE, ProcessTree, launched, new_token, only_child
 from .sandbox import SandboxPolicy, make_preexec, worker_environment
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
@@ -94,11 +95,15 @@ class WorkerProcess:
                 pass
         bootstrap = ("import sys; sys.path.insert(0, sys.argv[3]); "
                      "from cuda_agent.judge.worker import main; main()")
-        env = worker_environment(self.home, self.spec.env)
+        self.token = new_token()
+        env = worker_environment(self.home, {**self.spec.env, TOKEN_VARIABLE: self.token})
+        argv = [self.spec.python, "-I", "-c", bootstrap, str(to_child_r), str(from_child_w), PACKAGE_PARENT]
+        if self.spec.policy.new_pid_namespace:
+            argv = launched(argv, self.spec.python)  # the worker becomes the namespace's init
         log = open(self.log_path, "wb")
         try:
             self.proc = subprocess.Popen(
-                [self.spec.python, "-I", "-c", bootstrap, str(to_child_r), str(from_child_w), PACKAGE_PARENT],
+                argv,
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                 cwd=self.home, pass_fds=(to_child_r, from_child_w), start_new_session=True,
                 preexec_fn=make_preexec(self.spec.policy),
@@ -116,6 +121,10 @@ class WorkerProcess:
             os.close(to_child_r)
             os.close(from_child_w)
         self._send_fd, self._recv_fd = to_child_w, from_child_r
+        launcher = self.spec.policy.new_pid_namespace
+        self.pid = (only_child(self.proc.pid) or self.proc.pid) if launcher else self.proc.pid  # the worker
+        self.tree = ProcessTree(self.pid, self.token, own=(self.proc.pid,))
+        self.survivors: list[int] = []  # processes of the worker's that outlived the kill
         for fd in (self._send_fd, self._recv_fd):
             os.set_blocking(fd, False)  # deadlines are enforced with select
         if self.spec.memory_limit_bytes:
@@ -125,7 +134,7 @@ class WorkerProcess:
     def _watch_memory(self) -> None:
         # The main process is read often; the whole group (children) once a second, because
         # scanning /proc costs CPU time that would disturb timings on small machines.
-        statm = Path(f"/proc/{self.proc.pid}/statm")
+        statm = Path(f"/proc/{self.pid}/statm")
         page = os.sysconf("SC_PAGE_SIZE")
         tick = 0
         while self.proc.poll() is None:
@@ -152,11 +161,14 @@ class WorkerProcess:
             return ""
 
     def kill(self) -> None:
+        """Kill the worker's process group, then every process it started, wherever it went."""
         if self.proc is not None and self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        if self.proc is not None:
+            self.survivors = self.tree.kill()
 
     def _failure_reason(self, problem: str) -> str:
         """Why an exchange failed, once the worker is dead or has been killed."""

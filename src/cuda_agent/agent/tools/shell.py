@@ -28,7 +28,7 @@ from typing import Any
 
 from ...files import write_atomic
 from ...judge.landlock import LandlockError, build_ruleset
-from ...judge.sandbox import SandboxPolicy, make_preexec, worker_environment
+from ...judge.sandbox import SandboxPolicy, make_preexec, own_namespace, worker_environment, writable_devices
 from ..text import CUT_NOTICE, cap_text
 from .base import Tool, ToolContext, ToolError, ToolOutput
 
@@ -112,13 +112,6 @@ class Namespaces:
 _namespace_probe: dict[str, Namespaces] = {}
 
 
-def _own_namespace(pid: int, kind: str) -> bool:
-    try:
-        return os.readlink(f"/proc/{pid}/ns/{kind}") != os.readlink(f"/proc/self/ns/{kind}")
-    except FileNotFoundError:
-        return kind == "pid_for_children"  # a new PID namespace has no link until its init starts
-
-
 async def namespaces() -> Namespaces:
     """Which namespaces a child can get here (probed once per process): unshare fails silently
     without CAP_SYS_ADMIN, so the child's own namespace links are compared with ours."""
@@ -130,7 +123,7 @@ async def namespaces() -> Namespaces:
                 "cat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
                 env={"PATH": "/usr/bin:/bin"}, start_new_session=True, preexec_fn=make_preexec(policy))
             try:
-                found = Namespaces(_own_namespace(proc.pid, "net"), _own_namespace(proc.pid, "pid_for_children"))
+                found = Namespaces(own_namespace(proc.pid, "net"), own_namespace(proc.pid, "pid_for_children"))
             finally:
                 proc.stdin.close()
                 await proc.wait()
@@ -143,10 +136,10 @@ async def namespaces() -> Namespaces:
 async def build_sandbox(ctx: ToolContext) -> _Sandbox:
     """The policy for one command, and what it applies, in words."""
     root = os.geteuid() == 0
-    writable = [ctx.workspace.resolve(), ctx.scratch.resolve(), Path("/dev")]
+    writable = [ctx.workspace.resolve(), ctx.scratch.resolve()]
     ruleset = None
     try:
-        ruleset = await asyncio.to_thread(build_ruleset, writable, [], list(ctx.hidden))
+        ruleset = await asyncio.to_thread(build_ruleset, writable, [], list(ctx.hidden), writable_devices())
         filesystem = ruleset.description
     except (LandlockError, OSError) as exc:
         filesystem = f"not confined: Landlock is unavailable ({exc}); writes outside the workspace are possible"
@@ -174,7 +167,7 @@ async def build_sandbox(ctx: ToolContext) -> _Sandbox:
                       "so are processes still holding its output; others that detached may survive"),
         "pid_namespace": spaces.pid,
     }
-    policy = SandboxPolicy(isolate_network=True, landlock_fd=ruleset.fd if ruleset else -1,
+    policy = SandboxPolicy(isolate_network=True, isolate_ipc=True, landlock_fd=ruleset.fd if ruleset else -1,
                            drop_capabilities=root, new_pid_namespace=spaces.pid)
     return _Sandbox(policy, description, ruleset)
 

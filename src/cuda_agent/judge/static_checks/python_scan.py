@@ -376,6 +376,20 @@ class _PyScan:
             if found and found[1][0] != "numerics_flags":
                 self.add(found[1][0], node, f"`{origin}` {found[1][1]}")
             self._private_torch(origin, node)
+        if isinstance(node, ast.Import):
+            for origin in origins:
+                self._allowed_module(origin, node)
+        elif node.module and not node.level:
+            self._allowed_module(node.module, node)
+
+    def _allowed_module(self, origin: str, node: ast.AST) -> None:
+        """Anything outside the allowed modules breaks ``library_use`` (unless a more precise
+        rule already named the module)."""
+        top = origin.split(".")[0]
+        if top in vocab.ALLOWED_PY_MODULES or longest_prefix(origin, vocab.PY_MODULE_RULES):
+            return
+        allowed = ", ".join(sorted(m for m in vocab.ALLOWED_PY_MODULES if m != "__future__"))
+        self.add("library_use", node, f"imports `{top}`; a solution's Python may import only {allowed}")
 
     def _module_rule(self, origin: str, node: ast.AST, at_import: bool) -> None:
         found = longest_prefix(origin, vocab.PY_MODULE_RULES)
@@ -502,7 +516,10 @@ class _PyScan:
             self.add("torch_compute", func, f"`.{method}()` runs an nn module's forward; keep nn modules only "
                                             "as holders of their weights")
             return
-        if vocab.is_compute_method(method) and not self._is_non_tensor(recv):
+        if method in vocab.HOST_EXPORT_METHODS and not self._is_non_tensor(recv):
+            self.add("library_use", func, f"`.{method}()` hands the tensor's data to Python or NumPy, to be "
+                                          "computed on outside the solution's kernels")
+        elif vocab.is_compute_method(method) and not self._is_non_tensor(recv):
             self.add("torch_compute", func, f"`.{method}()` computes with PyTorch")
         elif self._lowers_precision(func) and not self._is_non_tensor(recv):
             self.add("torch_compute", func, f"`.{method}(...)` casts to a lower precision with PyTorch, "

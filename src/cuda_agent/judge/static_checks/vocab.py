@@ -177,6 +177,19 @@ _modules("library_use", "computes with a library the rules do not allow",
          "torchao", "thunder", "hidet", "onnxruntime", "tensorrt", "torch_tensorrt", "einops_exts",
          "cuda.tile", "warp", "nvmath")
 
+# The only modules a solution's Python may import: PyTorch (whose compute the other rules police),
+# the solution's own extension, and pure helpers of the standard library. Anything else may be a
+# library doing the work (NumPy, SciPy, one no rule above has heard of): compute by another name.
+ALLOWED_PY_MODULES: frozenset[str] = frozenset({
+    "torch", "cuda_extension", "math", "numbers", "typing", "typing_extensions", "dataclasses",
+    "functools", "itertools", "operator", "collections", "enum", "abc", "__future__", "warnings", "copy",
+    "logging",
+})
+
+# Tensor methods that hand a tensor's data to Python or NumPy, where it can be computed on outside
+# any kernel of the solution.
+HOST_EXPORT_METHODS: frozenset[str] = frozenset({"numpy", "tolist", "__array__", "__dlpack__"})
+
 # Attributes (dotted origins) that break a rule wherever they are used or called, beyond whole
 # modules. Matched by prefix on dotted components.
 PY_ORIGIN_RULES: dict[str, tuple[str, str]] = {}

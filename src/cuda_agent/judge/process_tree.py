@@ -1,0 +1,176 @@
+"""Every process a candidate starts ends with its judge, and the judge says when one did not.
+
+Where the judge may make PID namespaces (root, or CAP_SYS_ADMIN), a candidate's worker is the
+init of one: the sandbox's preexec step unshares the namespace and execs a small launcher
+(``LAUNCHER``) whose one child, the worker, becomes the namespace's pid 1. Every process the
+candidate starts, however it detaches (``setsid``, double forks), lives in that namespace, and
+when the worker dies the kernel kills all of them; the worker dies with its launcher (a
+parent-death signal). The worker itself must be inside the namespace, not only its children: a
+process whose children go to another PID namespace cannot start threads, and the CUDA driver,
+OpenMP and the profiler all do.
+
+Where no namespace can be made, each worker carries a token in its environment, which its
+children inherit, and the judge finds them by it. Native code that overwrites its own environment
+before forking escapes that fallback, which is why the verdict records which of the two held.
+
+The judge asks ``ProcessTree.strays`` at its checkpoints: any process of the candidate's besides
+its worker is a violation, and one alive during another candidate's timing makes that timing
+untrustworthy.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import threading
+import time
+import weakref
+from pathlib import Path
+
+TOKEN_VARIABLE = "CUDA_AGENT_WORKER_TOKEN"
+
+# Run as ``python -I -S -c LAUNCHER <worker argv>``. It forks the worker (pid 1 of the new
+# namespace), holds no channel of the judge's, and exits as the worker did.
+LAUNCHER = """\
+import ctypes, os, signal, sys
+pid = os.fork()
+if pid == 0:
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the launcher
+    os.execv(sys.argv[1], sys.argv[1:])
+os.closerange(3, 1 << 16)
+while True:
+    try:
+        status = os.waitpid(pid, 0)[1]
+        break
+    except InterruptedError:
+        pass
+if os.WIFSIGNALED(status):
+    signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+    os.kill(os.getpid(), os.WTERMSIG(status))
+os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+"""
+
+
+def new_token() -> str:
+    return secrets.token_hex(12)
+
+
+def launched(argv: list[str], python: str) -> list[str]:
+    """``argv`` started through the launcher."""
+    return [python, "-I", "-S", "-c", LAUNCHER, *argv]
+
+
+def only_child(pid: int, timeout_s: float = 10.0) -> int | None:
+    """The one child ``pid`` forks (the launcher's worker), once it exists; None if none came."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            children = [entry.name for entry in os.scandir("/proc") if entry.name.isdigit()
+                        and _stat_fields(entry.name)[1:2] == [str(pid).encode()]]
+        if children:
+            return int(children[0])
+        if time.monotonic() > deadline or not os.path.exists(f"/proc/{pid}"):
+            return None
+        time.sleep(0.002)
+
+
+def _stat_fields(pid: str | int) -> list[bytes]:
+    """The fields of /proc/PID/stat after the name: state, ppid, pgrp, ...; [] if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _namespace(pid: int | str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def _environment_has(pid: str, marker: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return marker in fh.read()
+    except OSError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[0] not in (b"Z", b"X")
+
+
+_live: "weakref.WeakSet[ProcessTree]" = weakref.WeakSet()
+_live_lock = threading.Lock()
+
+
+class ProcessTree:
+    """The processes of one worker: its PID namespace where it has one, else its token.
+
+    ``worker_pid`` is the worker itself; ``own`` are processes of the judge's making around it
+    (the launcher), never counted as the candidate's."""
+
+    def __init__(self, worker_pid: int, token: str, own: tuple[int, ...] = ()):
+        self.worker_pid, self.token, self.own = worker_pid, token, {worker_pid, *own}
+        namespace = _namespace(worker_pid)
+        self.namespace = namespace if namespace is not None and namespace != _namespace("self") else None
+        with _live_lock:
+            _live.add(self)
+
+    @property
+    def method(self) -> str:
+        if self.namespace is not None:
+            return "a PID namespace of its own, killed with the judge"
+        return "found by an inherited environment token (no PID namespace: needs root or CAP_SYS_ADMIN)"
+
+    def members(self) -> list[int]:
+        """This worker's processes besides the worker itself (and the launcher)."""
+        marker = f"{TOKEN_VARIABLE}={self.token}".encode()
+        found = []
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit() or int(entry.name) in self.own:
+                continue
+            if self.namespace is not None:
+                if _namespace(entry.name) == self.namespace:
+                    found.append(int(entry.name))
+            elif _environment_has(entry.name, marker):
+                found.append(int(entry.name))
+        return found
+
+    def strays(self) -> list[int]:
+        """Processes the candidate started that are still alive (zombies not counted)."""
+        return [pid for pid in self.members() if _alive(pid)]
+
+    def kill(self, wait_s: float = 2.0) -> list[int]:
+        """Kill every process of the tree, the worker too (which ends its namespace); return
+        those still alive after ``wait_s``."""
+        deadline = time.monotonic() + wait_s
+        marker = f"{TOKEN_VARIABLE}={self.token}".encode()
+        # The worker by its token: once reaped, its pid may already be another process's.
+        worker = [self.worker_pid] if _environment_has(str(self.worker_pid), marker) else []
+        while True:
+            alive = [pid for pid in [*worker, *self.members()] if _alive(pid)]
+            if not alive or time.monotonic() > deadline:
+                break
+            for pid in alive:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            time.sleep(0.01)
+        with _live_lock:
+            _live.discard(self)
+        return alive
+
+
+def strays_elsewhere(own: ProcessTree | None) -> int:
+    """Processes that other live candidates of this judge process left running."""
+    with _live_lock:
+        trees = [t for t in _live if t is not own]
+    return sum(len(t.strays()) for t in trees)

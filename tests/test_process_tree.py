@@ -1,0 +1,135 @@
+"""Nothing a candidate starts outlives its judge, and the judge says when something tried.
+
+A solution that forks a process and detaches it into a session of its own (``setsid``, double
+fork) must be caught while its checks run, and the process must be gone when the judge returns,
+with the candidate's PID namespace (as root) or, without one, by the environment token its
+children inherit.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.judge.process_tree import TOKEN_VARIABLE, ProcessTree, new_token
+from cuda_agent.solution import load_solution
+from cuda_agent.task import load_task
+
+DETACH = '''
+import os
+
+
+def _detach(seconds):
+    """Start `sleep` in a session of its own, orphaned by a double fork."""
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv("/bin/sleep", ["sleep", seconds])
+        os._exit(0)
+    os.waitpid(pid, 0)
+'''
+
+
+def _alive_with_argument(argument: str) -> list[int]:
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if argument.encode() in argv and state not in (b"Z", b"X"):
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def marker() -> str:
+    # A unique duration for `sleep`, so that the test finds exactly the processes it started.
+    return f"{3000 + uuid.uuid4().int % 5000}.{uuid.uuid4().int % 10**6}"
+
+
+def test_a_detached_process_is_found_by_its_token_and_killed(marker):
+    token = new_token()
+    script = DETACH + f"\n_detach({marker!r})\nimport time\ntime.sleep(60)\n"
+    env = {**os.environ, TOKEN_VARIABLE: token}
+    worker = subprocess.Popen([sys.executable, "-c", script], env=env, start_new_session=True)
+    try:
+        tree = ProcessTree(worker.pid, token)
+        deadline = time.monotonic() + 10
+        while not _alive_with_argument(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        detached = _alive_with_argument(marker)
+        assert detached, "the detached sleep never started"
+        assert os.getsid(detached[0]) != os.getsid(worker.pid)  # really in a session of its own
+        assert set(detached) <= set(tree.strays())
+        assert tree.kill() == []
+        assert _alive_with_argument(marker) == []
+    finally:
+        worker.kill()
+        worker.wait()
+
+
+def test_other_processes_are_not_members(marker):
+    tree = ProcessTree(os.getpid(), new_token())
+    bystander = subprocess.Popen(["/bin/sleep", marker])
+    try:
+        assert bystander.pid not in tree.strays()
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+@pytest.fixture
+def detaching_solution(tmp_path, fixtures_dir, marker) -> Path:
+    root = tmp_path / "detach"
+    shutil.copytree(fixtures_dir / "solutions" / "cpu" / "correct", root)
+    model = root / "model_new.py"
+    source = model.read_text().replace("class ModelNew", DETACH + "\n\nclass ModelNew")
+    source = source.replace("    def forward(self, x):\n",
+                            f"    def forward(self, x):\n        _detach({marker!r})\n")
+    model.write_text(source)
+    return root
+
+
+@pytest.mark.slow
+def test_the_judge_forbids_a_detached_process_and_leaves_none_behind(judge_config, fixtures_dir,
+                                                                     detaching_solution, marker):
+    from cuda_agent.judge.pipeline import Judge
+
+    judge = Judge(judge_config(static_checks=False))
+    task = load_task(fixtures_dir / "tasks" / "scale_bias_relu.py")
+    verdict = judge.evaluate(task, load_solution(detaching_solution), stage="verify")
+    assert verdict.status == "forbidden", verdict.error
+    assert "process_left_running" in {v.rule for v in verdict.violations}
+    assert verdict.reward == -1
+    assert _alive_with_argument(marker) == [], "a process of the candidate's outlived its judge"
+    method = verdict.isolation["candidate"]["processes"]
+    if os.geteuid() == 0:
+        assert "PID namespace" in method, method
+    else:
+        assert "token" in method, method
+
+
+@pytest.mark.slow
+def test_an_honest_candidate_has_no_strays_and_its_isolation_is_recorded(cpu_judge, fixtures_dir):
+    task = load_task(fixtures_dir / "tasks" / "scale_bias_relu.py")
+    verdict = cpu_judge.evaluate(task, load_solution(fixtures_dir / "solutions" / "cpu" / "correct"),
+                                 stage="verify")
+    assert verdict.status == "ok", verdict.error
+    record = verdict.isolation["candidate"]
+    assert record["processes"]
+    if os.geteuid() == 0:
+        assert record["ipc_isolated"] is True
