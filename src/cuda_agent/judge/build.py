@@ -30,6 +30,7 @@ from filelock import FileLock
 from ..solution import (BINDING_SUFFIX, CUDA_SOURCE_SUFFIXES, CXX_SOURCE_SUFFIXES,
                         HEADER_SUFFIXES, Solution)
 from . import diagnostics
+from .sandbox import CompileSandbox
 from .toolchain import EXTENSION_NAME, Toolchain
 
 INFRA_DIR = Path(__file__).resolve().parent.parent / "workspace" / "files"
@@ -51,6 +52,7 @@ class BuildResult:
     objects_compiled: int
     objects_total: int
     timed_out: bool = False
+    confinement: dict | None = None  # what the compilers ran under, in words; None: nothing built
 
 
 @dataclass(frozen=True)
@@ -76,8 +78,9 @@ class ExtensionBuilder:
     """Builds solutions with one toolchain, caching under ``cache_dir/build``."""
 
     def __init__(self, toolchain: Toolchain, cache_dir: Path, timeout_s: float = 300.0,
-                 jobs: int | None = None, use_pch: bool = True):
+                 jobs: int | None = None, use_pch: bool = True, sandbox: CompileSandbox | None = None):
         self.toolchain = toolchain
+        self.sandbox = sandbox  # None: the compilers run as the judge does
         self.root = Path(cache_dir) / "build"
         self.timeout_s = timeout_s
         self.jobs = jobs or os.cpu_count() or 2
@@ -157,7 +160,12 @@ class ExtensionBuilder:
                 shutil.copyfile(INFRA_DIR / name, workdir / name)
             missing = [u for u in units if not self._object(u).exists()]
             self._write_ninja(workdir, units, missing, pch_header)
-            ok, output, timed_out = self._run_ninja(workdir)
+            # The compilers read, besides the staged sources, the cached objects they link and
+            # the precompiled header: nothing else of the judge's.
+            inputs = [self._object(u) for u in units if u not in missing]
+            if pch_header is not None:
+                inputs.append(pch_header.parent)
+            ok, output, timed_out, confinement = self._run_ninja(workdir, inputs)
             for unit in missing:  # keep what compiled, even when another unit failed
                 built = workdir / "obj" / f"{unit.key}.o"
                 if built.exists():
@@ -167,7 +175,7 @@ class ExtensionBuilder:
                 summary = (f"the build exceeded its {self.timeout_s:.0f} s limit" if timed_out
                            else diagnostics.summarize(output, (str(workdir),)))
                 return BuildResult(False, None, summary, log, time.perf_counter() - start, False,
-                                   len(missing), len(units), timed_out)
+                                   len(missing), len(units), timed_out, confinement)
             staged = Path(tempfile.mkdtemp(prefix="module-", dir=self.root / "work"))
             os.replace(workdir / MODULE_FILE, staged / MODULE_FILE)
             try:
@@ -175,7 +183,7 @@ class ExtensionBuilder:
             except OSError:  # another judge linked the same module first; theirs is identical
                 shutil.rmtree(staged, ignore_errors=True)
             return BuildResult(True, module, "", log, time.perf_counter() - start, False,
-                               len(missing), len(units))
+                               len(missing), len(units), confinement=confinement)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -207,7 +215,14 @@ class ExtensionBuilder:
         lines.append(f"build {MODULE_FILE}: link {' '.join(objects)}")
         (workdir / "build.ninja").write_text("\n".join(lines) + "\n")
 
-    def _run_ninja(self, workdir: Path) -> tuple[bool, str, bool]:
+    def _run_ninja(self, workdir: Path, inputs: list[Path]) -> tuple[bool, str, bool, dict]:
+        """(succeeded, output, timed out, confinement) of ninja in ``workdir``."""
+        if self.sandbox is None:
+            return (*self._ninja(workdir, None), {"filesystem": "not confined", "syscalls": "no seccomp filter"})
+        with self.sandbox.preexec(workdir, inputs) as (preexec, confinement):
+            return (*self._ninja(workdir, preexec), confinement)
+
+    def _ninja(self, workdir: Path, preexec) -> tuple[bool, str, bool]:
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(workdir),
@@ -217,7 +232,7 @@ class ExtensionBuilder:
         }
         proc = subprocess.Popen(["ninja", "-k", "0", "-j", str(self.jobs)], cwd=workdir, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=preexec)
         try:
             output, _ = proc.communicate(timeout=self.timeout_s)
             return proc.returncode == 0, output, False

@@ -74,6 +74,7 @@ class JudgeConfig:
     isolate_network: bool = True
     confine_filesystem: bool = True   # candidate writes only to its private directory (Landlock)
     drop_privileges: bool = True      # when the judge runs as root, candidates run as nobody
+    filter_syscalls: bool = True      # a seccomp filter on candidates and their compiles
     worker_python: str | None = None  # the interpreter workers run (default: this one)
     static_checks: bool = True        # scan the sources for forbidden constructs before building
     runtime_checks: bool = True       # record ATen ops, GPU kernels, threads and flags in forward

@@ -57,7 +57,9 @@ from .reference import ReferenceReport
 from .reward import continuous_reward, milestone_reward
 from .landlock import build_ruleset
 from .process_tree import strays_elsewhere
-from .sandbox import SandboxPolicy, own_namespace, unprivileged_ids, unreachable_for_others, writable_devices
+from .sandbox import (CompileSandbox, SandboxPolicy, own_namespace, unprivileged_ids, unreachable_for_others,
+                      writable_devices)
+from .seccomp import SeccompUnavailable, compiled_filter
 from .session import TimedSession, interleave
 from .timing import (Session, TimingStats, consistency_problem, drift_problem, for_backend, integrity_problem,
                      stability_problem)
@@ -132,8 +134,23 @@ class Judge:
 
                 capability = torch.cuda.get_device_capability(self.config.device_index)
             toolchain: Toolchain = detect_toolchain(self.backend, capability, self.config.fast_math)
-            self._builder = ExtensionBuilder(toolchain, self.cache_dir, self.config.build_timeout_s)
+            program, note = self.syscall_filter()
+            sandbox = CompileSandbox(hidden=(self.cache_dir, _shared_runs_dir()),
+                                     confine_filesystem=self.config.confine_filesystem,
+                                     isolate_network=self.config.isolate_network,
+                                     seccomp_program=program, seccomp_note=note)
+            self._builder = ExtensionBuilder(toolchain, self.cache_dir, self.config.build_timeout_s, sandbox=sandbox)
         return self._builder
+
+    def syscall_filter(self) -> tuple[bytes | None, str]:
+        """The seccomp program for candidates and their compiles (or None), and what it is."""
+        if not self.config.filter_syscalls:
+            return None, "no seccomp filter: switched off"
+        try:
+            found = compiled_filter()
+        except (SeccompUnavailable, OSError) as exc:
+            return None, f"no seccomp filter: {exc}"
+        return found.program, found.description
 
     def evaluate(self, task: Task, solution: Solution, stage: str = "profile") -> Verdict:
         if stage not in STAGES:
@@ -196,6 +213,7 @@ class Judge:
         self.progress("building the extension")
         result = self.builder.build(solution)
         verdict.seconds["build"] = result.seconds
+        verdict.isolation["compile"] = result.confinement or {"note": "nothing compiled: the module was cached"}
         verdict.build = {"cache_hit": result.cache_hit, "objects_compiled": result.objects_compiled,
                          "objects_total": result.objects_total, "seconds": result.seconds,
                          "toolchain": self.builder.toolchain.identity, "arch": self.builder.toolchain.arch}
@@ -483,9 +501,10 @@ class _Run:
         policy = SandboxPolicy(isolate_network=self.cfg.isolate_network)
         if role == "candidate":
             fd, filesystem = self._landlock()
+            program, syscalls = self.judge.syscall_filter()
             policy = SandboxPolicy(isolate_network=self.cfg.isolate_network, isolate_ipc=True, landlock_fd=fd,
                                    run_as=self.run_as, drop_capabilities=self.drop_capabilities,
-                                   new_pid_namespace=os.geteuid() == 0)
+                                   new_pid_namespace=os.geteuid() == 0, seccomp_program=program)
         name = f"{role}-{mode}" if role == "reference" else role
         spec = WorkerSpec(role=name, run_dir=self.dir, policy=policy, env=self._env(role),
                           memory_limit_bytes=self.cfg.memory_limit_bytes, python=self.judge.python)
@@ -515,6 +534,8 @@ class _Run:
                                "writable_outside": [str(p) for p in reply.get("writable_outside", [])],
                                "ipc_isolated": own_namespace(worker.pid, "ipc"),
                                "processes": worker.tree.method,
+                               "syscalls": (syscalls if program is None or reply.get("seccomp_filters", 0) > 0
+                                            else "a seccomp filter was asked for, but installing it failed"),
                                "limits": {"open_files": policy.max_open_files, "file_bytes": policy.max_file_bytes,
                                           "memory_bytes": self.cfg.memory_limit_bytes,
                                           "processes": policy.max_processes if self.run_as else None,

@@ -20,10 +20,13 @@ import resource
 import stat
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterator
 
-from .landlock import restrict_self
+from .landlock import build_ruleset, restrict_self
+from .seccomp import installer
 
 CLONE_NEWNET = 0x40000000
 CLONE_NEWPID = 0x20000000
@@ -73,6 +76,44 @@ class SandboxPolicy:
     # init exits every process in the namespace is killed. Needs CAP_SYS_ADMIN. The exec'd program
     # itself can then start no threads: judge workers go through ``process_tree.LAUNCHER``.
     new_pid_namespace: bool = False
+    seccomp_program: bytes | None = None  # a BPF filter (``seccomp``), installed last
+
+
+@dataclass(frozen=True)
+class CompileSandbox:
+    """The sandbox a solution's build runs in: the compilers read the candidate's sources and
+    expand its preprocessor directives and templates, so they get the candidate's confinement
+    (writes only to the build directory, the judge's files hidden, no network, no privileges,
+    the seccomp filter)."""
+
+    hidden: tuple[Path, ...]          # the judge's cache and run directories
+    confine_filesystem: bool = True
+    isolate_network: bool = True
+    seccomp_program: bytes | None = None
+    seccomp_note: str = "no seccomp filter: switched off"
+
+    @contextmanager
+    def preexec(self, workdir: Path, inputs: list[Path]) -> Iterator[tuple[Callable[[], None], dict]]:
+        """(preexec function, what it applies in words) for one build in ``workdir`` that also
+        reads ``inputs`` (cached objects, the precompiled header) from the hidden directories."""
+        ruleset, filesystem = None, "not confined: switched off"
+        if self.confine_filesystem:
+            try:
+                ruleset = build_ruleset([workdir], readable=list(inputs), hidden=list(self.hidden),
+                                        devices=writable_devices())
+                filesystem = ruleset.description
+            except OSError as exc:
+                filesystem = f"not confined: {exc}"
+        policy = SandboxPolicy(isolate_network=self.isolate_network, isolate_ipc=True,
+                               landlock_fd=ruleset.fd if ruleset else -1, drop_capabilities=os.geteuid() == 0,
+                               seccomp_program=self.seccomp_program)
+        record = {"filesystem": filesystem, "syscalls": self.seccomp_note,
+                  "privileges": "uid 0 without capabilities" if os.geteuid() == 0 else f"uid {os.geteuid()}"}
+        try:
+            yield make_preexec(policy), record
+        finally:
+            if ruleset is not None:
+                ruleset.close()
 
 
 def unprivileged_ids() -> tuple[int, int] | None:
@@ -149,6 +190,7 @@ def worker_environment(home: Path, extra: dict[str, str] | None = None) -> dict[
 
 def make_preexec(policy: SandboxPolicy):
     """The function run in the child before exec. It must not allocate much or import."""
+    install_filter = installer(policy.seccomp_program) if policy.seccomp_program else None
 
     def preexec() -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -173,6 +215,10 @@ def make_preexec(policy: SandboxPolicy):
             os.setuid(uid)  # raises if it fails: never run a candidate as root by accident
         elif policy.drop_capabilities and drop_capabilities() != 0:
             raise PermissionError("could not drop capabilities")
+        if install_filter is not None:
+            # Last: the steps above use calls it refuses. A failure shows in the worker's count
+            # of its filters, which is what gets recorded.
+            install_filter()
 
     return preexec
 

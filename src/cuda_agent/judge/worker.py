@@ -317,6 +317,7 @@ class Worker:
 
         from ..device import probe_device
         from .sandbox import effective_capabilities, network_isolated, writable_outside
+        from .seccomp import filters_installed
 
         self.role = msg["role"]
         self.device = msg["device"]
@@ -374,6 +375,7 @@ class Worker:
         writable = writable_outside(Path(os.environ.get("HOME", "/")))
         return {"device": info.to_dict(), "network_isolated": network_isolated(),
                 "filesystem_confined": not writable, "writable_outside": writable,
+                "seccomp_filters": filters_installed(),
                 "capabilities": effective_capabilities(),
                 "pid": os.getpid(), "uid": os.getuid()}
 

@@ -1,0 +1,129 @@
+"""The seccomp filter on candidates and their compiles, and the compile step's sandbox.
+
+The filter refuses namespaces, tracing and the rest of ``seccomp.REFUSED`` while threads, forks
+and subprocesses keep working; the compilers, which expand the candidate's preprocessor
+directives, cannot read the judge's files.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from cuda_agent.judge.landlock import abi_version
+from cuda_agent.judge.sandbox import SandboxPolicy, make_preexec
+from cuda_agent.judge.seccomp import REFUSED, SeccompUnavailable, compiled_filter
+from cuda_agent.solution import load_solution
+from cuda_agent.task import load_task
+
+try:
+    FILTER = compiled_filter()
+except SeccompUnavailable as exc:  # pragma: no cover - hosts without libseccomp
+    FILTER = None
+    WHY = str(exc)
+needs_filter = pytest.mark.skipif(FILTER is None, reason="libseccomp is not available here")
+needs_landlock = pytest.mark.skipif(abi_version() < 1, reason="Landlock is not available in this kernel")
+
+PROBE = r"""
+import ctypes, json, os, subprocess, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+result = {}
+def call(name, *args):
+    value = getattr(libc, name)(*args)
+    return [value, ctypes.get_errno() if value != 0 else 0]
+result["unshare_nothing"] = call("unshare", 0)  # harmless, allowed unless unshare is refused
+if "filtered" in sys.argv:  # unfiltered, these would succeed and change the process
+    result["unshare"] = call("unshare", 0x20000000)
+    result["ptrace_traceme"] = call("ptrace", 0, 0, 0, 0)
+if "x86_64" in sys.argv:
+    result["clone_newnet"] = call("syscall", 56, 0x40000000 | 17, 0, 0, 0, 0)  # clone, x86_64 numbering
+done = []
+t = threading.Thread(target=lambda: done.append(1)); t.start(); t.join()
+result["thread"] = bool(done)
+result["subprocess"] = subprocess.run(["true"]).returncode
+pid = os.fork()
+if pid == 0:
+    os._exit(7)
+result["fork"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+status = open("/proc/self/status").read()
+result["filters"] = int(status.split("Seccomp_filters:")[1].split()[0])
+print(json.dumps(result))
+"""
+
+
+def _probe(policy: SandboxPolicy, *argv: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, timeout=60,
+                         preexec_fn=make_preexec(policy))
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@needs_filter
+def test_the_filter_refuses_namespaces_and_tracing_but_not_threads_or_forks():
+    import errno
+    import platform
+
+    argv = ("filtered", platform.machine())
+    result = _probe(SandboxPolicy(isolate_network=False, seccomp_program=FILTER.program), *argv)
+    assert result["filters"] >= 1
+    assert result["ptrace_traceme"] == [-1, errno.EPERM]
+    assert result["unshare"] == [-1, errno.EPERM] and result["unshare_nothing"] == [-1, errno.EPERM]
+    if "clone_newnet" in result:
+        assert result["clone_newnet"] == [-1, errno.EPERM]
+    assert result["thread"] is True and result["subprocess"] == 0 and result["fork"] == 7
+
+
+@needs_filter
+def test_without_the_filter_the_same_probe_is_allowed():
+    result = _probe(SandboxPolicy(isolate_network=False))
+    assert result["filters"] == 0
+    assert result["unshare_nothing"] == [0, 0]
+
+
+@needs_filter
+def test_the_filter_names_what_it_refuses():
+    assert {"ptrace", "unshare", "setns", "mount", "bpf", "process_vm_readv"} <= set(FILTER.refused)
+    assert set(FILTER.refused) <= set(REFUSED)
+    assert "seccomp" in FILTER.description
+
+
+@pytest.fixture(scope="module")
+def task(fixtures_dir):
+    return load_task(fixtures_dir / "tasks" / "scale_bias_relu.py")
+
+
+@pytest.mark.slow
+@needs_filter
+def test_an_honest_candidate_runs_under_the_filter(cpu_judge, task, fixtures_dir):
+    verdict = cpu_judge.evaluate(task, load_solution(fixtures_dir / "solutions" / "cpu" / "correct"), stage="verify")
+    assert verdict.status == "ok", verdict.error
+    assert verdict.isolation["candidate"]["syscalls"].startswith("seccomp:")
+
+
+@pytest.mark.slow
+@needs_landlock
+def test_the_compile_cannot_read_the_judges_cache(judge_config, judge_cache, task, fixtures_dir, tmp_path):
+    from cuda_agent.judge.pipeline import Judge
+
+    (judge_cache / "compile-probe-secret.h").write_text("// the judge's own file\n")
+    root = tmp_path / "include-probe"
+    shutil.copytree(fixtures_dir / "solutions" / "cpu" / "correct", root)
+    kernel = root / "kernels" / "scale_bias_relu.cpp"
+    # From the build directory's kernels/: build-XXXX, work, build, then the judge's cache.
+    kernel.write_text('#include "../../../../compile-probe-secret.h"\n' + kernel.read_text())
+
+    confined = Judge(judge_config(static_checks=False)).evaluate(task, load_solution(root), stage="compile")
+    assert confined.status == "compile_error", confined.status
+    assert "Permission denied" in confined.details + confined.error
+    compile_record = confined.isolation["compile"]
+    assert compile_record["filesystem"].startswith("Landlock")
+    if FILTER is not None:
+        assert compile_record["syscalls"].startswith("seccomp:")
+
+    open_judge = Judge(judge_config(static_checks=False, confine_filesystem=False))
+    unconfined = open_judge.evaluate(task, load_solution(root), stage="compile")
+    assert unconfined.status == "ok", unconfined.error  # the same include, when nothing stops it
