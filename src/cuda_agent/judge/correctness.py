@@ -185,3 +185,59 @@ def compare_outputs(candidate: Any, reference: Any, index: int, atol: float, rto
     return CheckResult(index=index, passed=passed, max_abs_error=tally.max_abs, max_rel_error=tally.max_rel,
                        norm_rel_error=tally.norm_rel, mismatched=tally.mismatched, elements=tally.elements, worst=tally.worst,
                        message=tally.problem or "ok", phase=phase)
+
+
+# -- precision: an fp32 task computed in less ----------------------------------------------------
+# A float32 output may be off a float64 run of the reference by this many times the reference's
+# own float32 error, or by 2^-14, whichever is larger. TF32 (10 mantissa bits), bfloat16 and
+# float16 arithmetic all leave normwise errors well above 2^-14 (a few times 2^-11 or more);
+# float32 in any order of summation leaves errors near the reference's own.
+PRECISION_FACTOR = 256.0
+PRECISION_FLOOR = 2.0 ** -14
+
+
+def _float_leaves(value: Any) -> list:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _float_leaves(v)]
+    if isinstance(value, dict):
+        return [t for k in sorted(value) for t in _float_leaves(value[k])]
+    return []
+
+
+def float32_errors(candidate: Any, reference: Any, exact: Any) -> tuple[float, float] | None:
+    """Normwise relative errors, against ``exact`` (the reference run in float64), of the
+    candidate's and of the reference's own float32 outputs: (candidate's, reference's). None
+    when there are no float32 outputs to judge or the structures differ."""
+    cands, refs, exacts = _float_leaves(candidate), _float_leaves(reference), _float_leaves(exact)
+    if not (len(cands) == len(refs) == len(exacts)):
+        return None
+    cand_sq = ref_sq = norm_sq = 0.0
+    for c, r, e in zip(cands, refs, exacts):
+        if r.dtype != torch.float32 or c.shape != r.shape or e.shape != r.shape:
+            continue
+        e64 = e.detach().reshape(-1).to("cpu", torch.float64)
+        finite = torch.isfinite(e64)
+        e64 = e64[finite]
+        cand_sq += float(((c.detach().reshape(-1).to("cpu", torch.float64)[finite] - e64) ** 2).sum())
+        ref_sq += float(((r.detach().reshape(-1).to("cpu", torch.float64)[finite] - e64) ** 2).sum())
+        norm_sq += float((e64 ** 2).sum())
+    if norm_sq == 0.0 or not math.isfinite(cand_sq + ref_sq + norm_sq):
+        return None
+    return math.sqrt(cand_sq / norm_sq), math.sqrt(ref_sq / norm_sq)
+
+
+def allowed_float32_error(reference_error: float) -> float:
+    return max(PRECISION_FACTOR * reference_error, PRECISION_FLOOR)
+
+
+def precision_report(errors: list[tuple[float, float]]) -> dict[str, Any]:
+    """What the checks' float32 errors say: the worst of each, the bound, and whether the
+    candidate computed in less than float32 (its error above the bound on any check)."""
+    if not errors:
+        return {}
+    reduced = any(cand > allowed_float32_error(ref) for cand, ref in errors)
+    return {"candidate_error": max(c for c, _ in errors), "reference_error": max(r for _, r in errors),
+            "allowed": min(allowed_float32_error(r) for _, r in errors), "reduced": reduced,
+            "against": "the reference run in float64"}

@@ -51,7 +51,7 @@ from .audit import TaskAudit
 from .baselines import BaselineCache, BaselineKey, baseline_stats, settled
 from .build import ExtensionBuilder
 from .config import JudgeConfig
-from .correctness import CheckResult, compare_outputs
+from .correctness import CheckResult, compare_outputs, float32_errors, precision_report
 from .floor import Peaks, floor_ms
 from .reference import ReferenceReport
 from .reward import continuous_reward, milestone_reward
@@ -178,8 +178,9 @@ class Judge:
         except _Stop:
             pass
         verdict.seconds["total"] = time.perf_counter() - started
-        # A time the judge does not believe (timing.stability_problem) earns no speed milestone.
-        believed = verdict.timing_integrity.get("stable", True)
+        # A time the judge does not believe (timing.stability_problem) earns no speed milestone, and
+        # neither does speed bought with precision the task did not offer.
+        believed = verdict.timing_integrity.get("stable", True) and not verdict.precision.get("reduced")
         candidate = _median(verdict, "candidate") if believed else None
         verdict.reward = milestone_reward(verdict.correct, candidate, _median(verdict, "eager"),
                                           _median(verdict, "compile"), cfg.margin)
@@ -600,6 +601,7 @@ class _Run:
 
         t0 = time.perf_counter()
         audit = TaskAudit(cfg.atol, cfg.rtol, cfg.norm_rtol)
+        precision: list[tuple[float, float]] = []
         for i in range(cfg.num_checks):
             self.judge.progress(f"check {i + 1}/{cfg.num_checks}")
             self._load_weights(self._seed(), perturb=i > 0)
@@ -608,7 +610,7 @@ class _Run:
             key = self._seed()
             ref = self._call(self.ref, "run", cfg.call_timeout_s,
                              {"input_seed": seed, "transform": transform, "audit": True,
-                              "tolerance": [cfg.atol, cfg.rtol], "digest_key": key},
+                              "tolerance": [cfg.atol, cfg.rtol], "digest_key": key, "float64": cfg.check_precision},
                              expect={"output": object, "transform": str, "identity_passes": bool,
                                      "inputs_before": list, "inputs_after": list, "inputs": dict})
             record = {"ops": cfg.runtime_checks,
@@ -621,6 +623,9 @@ class _Run:
                 self._assess(got["evidence"], record, warm=i > 0 or self.judge.backend == "cpu")
             v.checks.append(compare_outputs(got["output"], ref["output"], i, cfg.atol, cfg.rtol,
                                             norm_rtol=cfg.norm_rtol))
+            if v.checks[-1].passed and ref.get("output64") is not None:
+                if errors := float32_errors(got["output"], ref["output"], ref["output64"]):
+                    precision.append(errors)
             if v.checks[-1].passed:
                 left = self._call(self.cand, "inputs", cfg.call_timeout_s,
                                   {"digest_key": key, "return_inputs": changed},
@@ -637,6 +642,13 @@ class _Run:
         if failed:
             _fail(v, "incorrect", failed[0].message)
         v.correct = True
+        v.precision = precision_report(precision)
+        if v.precision.get("reduced"):
+            p = v.precision
+            v.notes.append(f"the float32 outputs are off a float64 run of the reference by {p['candidate_error']:.2g} "
+                           f"(normwise), where float32 arithmetic leaves at most {p['allowed']:.2g} (the "
+                           f"reference's own: {p['reference_error']:.2g}): computed in less precision than the "
+                           "task's (TF32, bfloat16, float16?), so no speedup is paid")
 
     def _assess(self, records: dict, asked: dict, warm: bool) -> None:
         """Turn the candidate's records of one forward into violations; forbidden if any.

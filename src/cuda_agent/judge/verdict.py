@@ -54,6 +54,7 @@ class Verdict:
     isolation: dict[str, Any] = field(default_factory=dict)
     timing_integrity: dict[str, Any] = field(default_factory=dict)
     task_audit: dict[str, Any] = field(default_factory=dict)
+    precision: dict[str, Any] = field(default_factory=dict)  # float32 outputs against float64
     seconds: dict[str, float] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -145,6 +146,9 @@ def render_feedback(v: Verdict) -> str:
                        1: "correct, but not more than 5% faster than eager"}
             if v.timing_integrity.get("stable") is False:
                 meaning[1] = "correct; the timing was not stable enough to claim a speedup"
+            if v.precision.get("reduced"):
+                meaning[1] = ("correct, but computed in less precision than the task's float32, so no "
+                              "speedup is paid")
             lines.append(f"reward {v.reward}: {meaning[v.reward]}")
     if v.violations and v.status != "forbidden":
         lines.append("warnings:")

@@ -463,9 +463,29 @@ class Worker:
             evidence["flags_before"] = self.flags_before
             evidence["flags_after"] = recording.numerics_flags()
             reply["evidence"] = evidence
+        if self.role == "reference" and msg.get("float64"):
+            reply["output64"] = self._float64_output(msg["input_seed"], transform)
         if msg.get("audit"):
             reply["identity_passes"] = self._identity_passes(inputs, output, msg.get("tolerance", (1e-2, 1e-2)))
         return reply
+
+    def _float64_output(self, seed: int, transform: str) -> Any:
+        """The reference computed in float64 (its float32 parameters and inputs widened) on the
+        same inputs, the yardstick for float32 outputs; None where the model cannot run so."""
+        import copy
+
+        import torch
+
+        try:
+            model = copy.deepcopy(self.model).to(torch.float64)
+            inputs = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x
+                      for x in self.make_inputs(seed, transform)]
+            with torch.no_grad():
+                output = model(*inputs)
+            self.synchronize()
+            return output
+        except Exception:  # noqa: BLE001 - an op without float64 support: no yardstick, no check
+            return None
 
     @staticmethod
     def _identity_passes(inputs: list[Any], output: Any, tolerance: tuple[float, float]) -> bool:

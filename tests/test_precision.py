@@ -1,0 +1,109 @@
+"""An fp32 task computed in less precision is paid no speed milestone; honest fp32 never is.
+
+The judge runs the reference in float64 beside every check and compares the candidate's float32
+outputs with it, normwise, against the reference's own float32 error. Arithmetic in bfloat16 or
+TF32 (inputs rounded to 7 or 10 mantissa bits) passes the 1e-2 tolerance but not this bound;
+float32 in another order of summation stays near the reference's own error.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from cuda_agent.judge.correctness import (PRECISION_FLOOR, allowed_float32_error, float32_errors,
+                                          precision_report)
+from cuda_agent.solution import load_solution
+from cuda_agent.task import load_task
+
+
+def round_mantissa(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """float32 values rounded to ``bits`` mantissa bits (7: bfloat16, 10: TF32)."""
+    drop = 23 - bits
+    as_int = x.contiguous().view(torch.int32)
+    rounded = (as_int + (1 << (drop - 1))) & ~((1 << drop) - 1)
+    return rounded.view(torch.float32)
+
+
+@pytest.fixture
+def gemm():
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(128, 512, generator=generator)
+    b = torch.randn(512, 96, generator=generator)
+    return a, b, a.double() @ b.double()
+
+
+def test_float32_in_another_summation_order_is_not_reduced(gemm):
+    a, b, exact = gemm
+    reference = a @ b
+    split_k = sum(a[:, k:k + 64] @ b[k:k + 64] for k in range(0, 512, 64))  # another order
+    errors = float32_errors(split_k, reference, exact)
+    assert errors is not None
+    assert errors[0] < allowed_float32_error(errors[1])
+    assert precision_report([errors])["reduced"] is False
+
+
+@pytest.mark.parametrize("bits", [10, 7], ids=["tf32", "bf16"])
+def test_tf32_and_bf16_arithmetic_are_reduced(gemm, bits):
+    a, b, exact = gemm
+    reduced = round_mantissa(a, bits) @ round_mantissa(b, bits)
+    # Well inside the judge's normwise tolerance of 1e-2:
+    assert float((reduced - a @ b).norm() / (a @ b).norm()) < 1e-2
+    errors = float32_errors(reduced, a @ b, exact)
+    assert errors[0] > allowed_float32_error(errors[1]) >= PRECISION_FLOOR
+    assert precision_report([errors])["reduced"] is True
+
+
+def test_outputs_without_float32_are_not_judged():
+    x = torch.arange(6)
+    assert float32_errors(x, x, x.double()) is None
+    assert precision_report([]) == {}
+
+
+ROUNDING = '''
+#include <cstring>
+
+// The multiply in TF32: x rounded to 10 mantissa bits first, as a TF32 tensor-core path would.
+static inline float to_tf32_precision(float v) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    bits = (bits + 0x1000u) & 0xFFFFE000u;
+    std::memcpy(&v, &bits, sizeof v);
+    return v;
+}
+'''
+
+
+@pytest.fixture
+def tf32_solution(tmp_path, fixtures_dir):
+    root = tmp_path / "tf32-inside"
+    shutil.copytree(fixtures_dir / "solutions" / "cpu" / "correct", root)
+    kernel = root / "kernels" / "scale_bias_relu.cpp"
+    source = kernel.read_text().replace("#include <cstdint>\n", "#include <cstdint>\n" + ROUNDING)
+    source = source.replace("xr[c] * scale + bias[c]", "to_tf32_precision(xr[c]) * scale + bias[c]")
+    assert "to_tf32_precision(xr[c])" in source
+    kernel.write_text(source)
+    return load_solution(root)
+
+
+@pytest.mark.slow
+def test_a_kernel_that_computes_in_tf32_is_paid_no_speedup(cpu_judge, fixtures_dir, tf32_solution):
+    task = load_task(fixtures_dir / "tasks" / "scale_bias_relu.py")
+    verdict = cpu_judge.evaluate(task, tf32_solution, stage="profile")
+    assert verdict.status == "ok" and verdict.correct, verdict.error  # within 1e-2
+    assert verdict.precision["reduced"] is True, verdict.precision
+    assert verdict.timings["candidate"] is not None  # timed like any other, and then not paid for
+    assert verdict.reward == 1
+    assert any("less precision" in note for note in verdict.notes)
+    assert "less precision" in verdict.feedback
+
+
+@pytest.mark.slow
+def test_an_honest_fp32_kernel_is_not_flagged(cpu_judge, fixtures_dir):
+    task = load_task(fixtures_dir / "tasks" / "scale_bias_relu.py")
+    verdict = cpu_judge.evaluate(task, load_solution(fixtures_dir / "solutions" / "cpu" / "correct"), stage="verify")
+    assert verdict.status == "ok", verdict.error
+    assert verdict.precision["reduced"] is False
+    assert verdict.precision["candidate_error"] <= verdict.precision["allowed"]
