@@ -100,6 +100,42 @@ def test_a_kernel_that_computes_in_tf32_is_paid_no_speedup(cpu_judge, fixtures_d
     assert "less precision" in verdict.feedback
 
 
+CUDA_ROUNDING = '''
+// The multiply in TF32: x rounded to 10 mantissa bits first, as a TF32 tensor-core path would.
+__device__ __forceinline__ float to_tf32_precision(float v) {
+    unsigned int bits = __float_as_uint(v);
+    bits = (bits + 0x1000u) & 0xFFFFE000u;
+    return __uint_as_float(bits);
+}
+'''
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU with CUDA")
+def test_a_cuda_kernel_that_computes_in_tf32_is_paid_no_speedup_and_the_honest_one_is(judge_config, fixtures_dir,
+                                                                                       tmp_path):
+    from cuda_agent.judge.pipeline import Judge
+
+    root = tmp_path / "tf32-cuda"
+    shutil.copytree(fixtures_dir / "solutions" / "cuda" / "correct", root)
+    kernel = root / "kernels" / "scale_bias_relu.cu"
+    source = kernel.read_text()
+    first_kernel = source.index("__global__")
+    source = source[:first_kernel] + CUDA_ROUNDING + source[first_kernel:]
+    source = source.replace("x[i] * scale + bias[i % cols]", "to_tf32_precision(x[i]) * scale + bias[i % cols]")
+    assert "to_tf32_precision(x[i])" in source
+    kernel.write_text(source)
+    judge = Judge(judge_config(backend="cuda"))
+    task = load_task(fixtures_dir / "tasks" / "scale_bias_relu.py")
+    reduced = judge.evaluate(task, load_solution(root), stage="verify")
+    assert reduced.status == "ok", reduced.error
+    assert reduced.precision["reduced"] is True, reduced.precision
+    honest = judge.evaluate(task, load_solution(fixtures_dir / "solutions" / "cuda" / "correct"), stage="verify")
+    assert honest.status == "ok", honest.error
+    assert honest.precision["reduced"] is False, honest.precision
+
+
 @pytest.mark.slow
 def test_an_honest_fp32_kernel_is_not_flagged(cpu_judge, fixtures_dir):
     task = load_task(fixtures_dir / "tasks" / "scale_bias_relu.py")

@@ -23,7 +23,9 @@ from ..solution import Solution
 from .static_checks import kernel_inventory
 from .verdict import Violation
 
-# ATen ops a solution may dispatch in forward: making tensors, views, metadata, copies.
+# ATen ops a solution may dispatch in forward: making tensors, views, metadata, copies. (The op
+# counter also sees ops that composite ops dispatch inside, such as the conjugate and negative
+# bits resolved when a tensor's data is exposed: metadata too.)
 ALLOWED_OPS = frozenset(f"aten::{name}" for name in """
     empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like new_zeros ones
     ones_like new_ones full full_like new_full fill_ zero_ arange scalar_tensor lift_fresh
@@ -32,7 +34,8 @@ ALLOWED_OPS = frozenset(f"aten::{name}" for name in """
     slice narrow split split_with_sizes chunk unbind movedim diagonal unfold view_as_real
     view_as_complex contiguous clone copy_ _to_copy to _copy_from _copy_from_and_resize resize_
     set_ _local_scalar_dense item record_stream size stride sym_size sym_stride numel dim
-    is_contiguous is_same_size _has_compatible_shallow_copy_type
+    is_contiguous is_same_size _has_compatible_shallow_copy_type resolve_conj resolve_neg conj _conj
+    _neg_view is_conj is_neg
 """.split())
 
 UNATTRIBUTED_SHARE = 0.10

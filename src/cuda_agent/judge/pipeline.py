@@ -51,6 +51,8 @@ from .audit import TaskAudit
 from .baselines import BaselineCache, BaselineKey, baseline_stats, settled
 from .build import ExtensionBuilder
 from .config import JudgeConfig
+from .op_counter import OpCounterUnavailable
+from .op_counter import build as build_op_counter
 from .correctness import CheckResult, compare_outputs, float32_errors, precision_report
 from .floor import Peaks, floor_ms
 from .reference import ReferenceReport
@@ -91,6 +93,8 @@ class Judge:
         self.progress = progress or (lambda message: None)
         self.baselines = BaselineCache(self.cache_dir)
         self._builder: ExtensionBuilder | None = None
+        self._op_counter: tuple[Path | None, str] | None = None
+        self._counter_lock = threading.Lock()
         self._rng = random.Random(self.config.seed) if self.config.seed is not None else random.SystemRandom()
         self._unreachable: list[str] | None = None
 
@@ -141,6 +145,20 @@ class Judge:
                                      seccomp_program=program, seccomp_note=note)
             self._builder = ExtensionBuilder(toolchain, self.cache_dir, self.config.build_timeout_s, sandbox=sandbox)
         return self._builder
+
+    def op_counter(self) -> tuple[Path | None, str]:
+        """The op counter candidates load (built once into the cache), and what it does; or None
+        and why there is none."""
+        if not self.config.runtime_checks:
+            return None, "not counted: runtime checks are off"
+        with self._counter_lock:
+            if self._op_counter is None:
+                try:
+                    self._op_counter = (build_op_counter(self.cache_dir),
+                                        "every call's ATen ops counted, checks and timed calls alike")
+                except OpCounterUnavailable as exc:
+                    self._op_counter = (None, f"timed calls' ATen ops not counted: the counter did not build ({exc})")
+        return self._op_counter
 
     def syscall_filter(self) -> tuple[bytes | None, str]:
         """The seccomp program for candidates and their compiles (or None), and what it is."""
@@ -466,6 +484,20 @@ class _Run:
         self.stack.callback(ruleset.close)
         return ruleset.fd, ruleset.description
 
+    def _op_counter_copy(self) -> tuple[Path | None, str]:
+        """A private copy of the op counter in this run's directory (which the candidate may
+        read; the judge's cache it may not), and what it does."""
+        built, what = self.judge.op_counter()
+        if built is None:
+            return None, what
+        with self._lock:
+            copy = self.dir / "op_counter" / built.name
+            if not copy.exists():
+                copy.parent.mkdir(mode=0o755, exist_ok=True)
+                shutil.copyfile(built, copy)
+                os.chmod(copy, 0o755)
+        return copy, what
+
     def _inline_dir(self) -> Path:
         """Where a single-file solution's load_inline builds: cached by content, unless the
         candidate runs as another user, who builds privately."""
@@ -515,7 +547,10 @@ class _Run:
         setup = {"role": role, "device": self.judge.backend, "mode": mode, "task_path": str(self.task_path),
                  "threads": self.judge.cpu_threads, "flush_cache": self.cfg.timing.flush_cache,
                  "hide_paths": [str(self.dir), str(Path(__file__).resolve().parents[2])]}
+        counted = "not counted"
         if role == "candidate":
+            counter, counted = self._op_counter_copy()
+            setup["op_counter"] = str(counter) if counter else None
             setup["warm_profiler"] = self.cfg.runtime_checks  # the kernel record needs it soon
             setup["solution_path"] = str(self.solution_dir / MODEL_FILE)
             setup["module_path"] = str(self.module) if self.module else None
@@ -535,6 +570,7 @@ class _Run:
                                "writable_outside": [str(p) for p in reply.get("writable_outside", [])],
                                "ipc_isolated": own_namespace(worker.pid, "ipc"),
                                "processes": worker.tree.method,
+                               "ops": counted,
                                "syscalls": (syscalls if program is None or reply.get("seccomp_filters", 0) > 0
                                             else "a seccomp filter was asked for, but installing it failed"),
                                "limits": {"open_files": policy.max_open_files, "file_bytes": policy.max_file_bytes,
@@ -669,6 +705,8 @@ class _Run:
                 found += evidence.assess_kernels(kernels, self.solution, where)
             elif asked.get("ops"):
                 found += evidence.assess_ops({str(k): int(n) for k, n in dict(records["ops"]).items()}, where)
+            if "counted_ops" in records:
+                found += self._assess_counted(records["counted_ops"], records.get("counter_watching"))
         except (KeyError, TypeError, ValueError, AttributeError):
             self._worker_failed("candidate", WorkerError("runtime_error", "malformed evidence in the reply to "
                                                          "`run` (something wrote on the judge's channel)"))
@@ -685,6 +723,17 @@ class _Run:
                        f"({self.cand.tree.method})")
             self.verdict.violations.append(Violation("process_left_running", MODEL_FILE, None, message))
             _fail(self.verdict, "forbidden", message)
+
+    def _assess_counted(self, ops: Any, watching: Any) -> list[Violation]:
+        """What the op counter saw in the candidate's calls (checks or a timing session)."""
+        # Operators are namespaced (aten::add, or a solution's own registered op); other entries
+        # are the dispatcher's own bookkeeping (the check's dispatch mode, say).
+        found = evidence.assess_ops({str(k): int(n) for k, n in dict(ops).items() if "::" in str(k)}, MODEL_FILE)
+        if watching is not True:
+            found.append(Violation("records_disabled", MODEL_FILE, None,
+                                   "the judge's op counter stopped seeing the candidate's ops (RecordFunction "
+                                   "callbacks removed or switched off in its process)"))
+        return found
 
     def _load_weights(self, weight_seed: int, perturb: bool = False) -> None:
         state = self._call(self.ref, "init_model", self.cfg.call_timeout_s,
@@ -720,6 +769,16 @@ class _Run:
         with self.judge.timing_lock(), _pinned_thread(judge_core):
             interleave(sessions, self.cfg.timing_timeout_s, overran)
             kept = [s.finish() for s in sessions]
+        for s in sessions:
+            if s.worker.spec.role == "candidate" and self.cfg.runtime_checks and s.ops is not None:
+                try:
+                    found = self._assess_counted(s.ops, s.counter_watching)
+                except (TypeError, ValueError, AttributeError):
+                    found = [Violation("timing_integrity", MODEL_FILE, None, "a malformed op count after timing")]
+                if found:
+                    self.verdict.violations.extend(found)
+                    _fail(self.verdict, "forbidden", "during its timed calls: "
+                          + "; ".join(f"[{x.rule}] {x.message}" for x in found[:3]))
         for s, calls in zip(sessions, kept):
             problem = consistency_problem(s.session)
             if calls != (len(s.seeds) if s.keep else 0):

@@ -52,6 +52,7 @@ RUNTIME_RULES: dict[str, str] = {
     "own_kernels_idle": "the solution defines kernels but none of them ran during forward",
     "thread_left_running": "forward returned while a thread it started was still running",
     "flags_changed": "global torch numerics settings differ after the candidate ran",
+    "records_disabled": "the judge's op counter was removed or switched off in the candidate's process",
     "process_left_running": "a process the candidate started (forked, detached or not) was still "
                             "running when its calls had returned",
 }

@@ -52,6 +52,8 @@ class TimedSession:
         self._i = 0                        # calls made so far, warm-up included
         self._next: tuple[int, float] | None = None   # the prepared call: its seed, prepare ms
         self.done = False
+        self.ops: dict | None = None              # the session's ops, from the worker's counter
+        self.counter_watching: bool | None = None
 
     def begin(self) -> None:
         self._post(self.worker, {"cmd": "time", "max_calls": self.max_calls, "cores": self.cores, "keep": self.keep})
@@ -120,8 +122,12 @@ class TimedSession:
             self.done = median_interval(s.figure_ms) <= self.precision or measured_s >= self.target_seconds
 
     def finish(self) -> int:
-        """End the session; the number of outputs the worker says it kept."""
-        return self._exchange(self.worker, None, self.call_timeout_s, {"step": "stop"}, expect={"calls": int})["calls"]
+        """End the session; the number of outputs the worker says it kept. The worker's count of
+        the ops its calls dispatched, if it keeps one, is left in ``ops``."""
+        reply = self._exchange(self.worker, None, self.call_timeout_s, {"step": "stop"}, expect={"calls": int})
+        self.ops = reply.get("ops")
+        self.counter_watching = reply.get("counter_watching")
+        return reply["calls"]
 
 
 def interleave(sessions: list[TimedSession], deadline_s: float, on_timeout: Callable[[TimedSession], Any]) -> None:

@@ -267,6 +267,7 @@ class Worker:
         self.hide: tuple[str, ...] = ()
         self.flags_before: dict[str, Any] = {}
         self.source_files: dict[str, str] = {}
+        self.counter: Any = None  # the op counter (candidates), installed before their import
         self._flush_buffer = None
         self._persisting_l2: Callable[[], None] | None = None
         self._cycles_per_ms: float | None = None
@@ -356,6 +357,10 @@ class Worker:
         else:
             # The candidate process gets the task's input functions, not its reference class.
             del task.Model
+            if msg.get("op_counter"):
+                from .op_counter import load as load_counter
+
+                self.counter = load_counter(msg["op_counter"])
             module_path = msg.get("module_path")
             try:
                 if module_path:
@@ -434,6 +439,8 @@ class Worker:
         key = msg.get("digest_key") if self.role == "reference" else None
         before = input_digests(inputs, key) if key is not None else None
         threads_before = recording.thread_count()
+        if self.counter is not None:
+            self.counter.begin()
         if record.get("kernels") and self.device == "cuda":
             output, evidence["kernels"] = recording.record_kernels(forward)
         elif record.get("ops"):
@@ -441,6 +448,9 @@ class Worker:
         else:
             output = forward()
         self.synchronize()
+        if self.counter is not None:
+            self.counter.end()
+            evidence["counted_ops"], evidence["counter_watching"] = self.counter.take(), self.counter.watching()
         _check_output_types(output)
         if self.role == "reference" and transform != "none" and not _all_finite(output):
             transform = "none"
@@ -516,6 +526,7 @@ class Worker:
         from . import protocol, recording
 
         cuda = self.device == "cuda"
+        counter = self.counter
         waited, start, end = ((torch.cuda.Event(enable_timing=True) for _ in range(3)) if cuda
                               else (None, None, None))
         budget = int(torch.cuda.mem_get_info()[0] * KEEP_DEVICE_FRACTION) if cuda else KEEP_HOST_BYTES
@@ -549,6 +560,8 @@ class Worker:
                     elif kind == "go":
                         cycles = self._window_cycles(float(step.get("window_ms") or 0.0)) if cuda else 0
                         threads_before = recording.thread_count()
+                        if counter is not None:
+                            counter.begin()  # as in every call, checks included
                         t0 = _clock_ns()
                         if cuda:
                             waited.record()
@@ -564,6 +577,8 @@ class Worker:
                             end.record()
                         self.synchronize()
                         t1 = _clock_ns()
+                        if counter is not None:
+                            counter.end()
                         _check_output_types(output)
                         # Copied as forward left it: a thread still filling it cannot finish first.
                         if step.get("keep") and not kept.add(output):
@@ -583,7 +598,10 @@ class Worker:
         finally:
             gc.enable()
             os.sched_setaffinity(0, previous_affinity)
-        return {"calls": len(self.kept)}
+        reply: dict[str, Any] = {"calls": len(self.kept)}
+        if counter is not None:  # every op the session's calls dispatched, for the judge to assess
+            reply.update(ops=counter.take(), counter_watching=counter.watching())
+        return reply
 
     def _window_cycles(self, window_ms: float) -> int:
         """GPU clock cycles for a device-side wait of ``window_ms``, measured on first use (by
