@@ -432,15 +432,21 @@ class Worker:
         record = msg.get("record") or {}
         evidence: dict[str, Any] = {}
 
+        counter = self.counter if self.role == "candidate" else None
+
         def forward():
             with torch.no_grad():
-                return self.model(*inputs)
+                if counter is None:
+                    return self.model(*inputs)
+                counter.begin()  # around the model alone: not the profiler's or the harness's ops
+                try:
+                    return self.model(*inputs)
+                finally:
+                    counter.end()
 
         key = msg.get("digest_key") if self.role == "reference" else None
         before = input_digests(inputs, key) if key is not None else None
         threads_before = recording.thread_count()
-        if self.counter is not None:
-            self.counter.begin()
         if record.get("kernels") and self.device == "cuda":
             output, evidence["kernels"] = recording.record_kernels(forward)
         elif record.get("ops"):
@@ -448,9 +454,8 @@ class Worker:
         else:
             output = forward()
         self.synchronize()
-        if self.counter is not None:
-            self.counter.end()
-            evidence["counted_ops"], evidence["counter_watching"] = self.counter.take(), self.counter.watching()
+        if counter is not None:
+            evidence["counted_ops"], evidence["counter_watching"] = counter.take(), counter.watching()
         _check_output_types(output)
         if self.role == "reference" and transform != "none" and not _all_finite(output):
             transform = "none"
