@@ -3,7 +3,7 @@
 A finalizer hung on an input runs when the harness lets the inputs go: the worker does that
 inside the measured call, so deferring work there saves nothing. Two solutions do the same
 wasted work, one in ``forward`` and one in a finalizer on its input; their timed medians must be
-alike (before the fix, the deferring one measured a few hundredths of the other).
+alike (uncounted, the deferring one would time its kernel alone, a small fraction of the other).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def test_work_deferred_to_an_input_finalizer_is_timed(judge_config, fixtures_dir
         verdict = judge.evaluate(task, solution, stage="profile")
         assert verdict.status == "ok", f"{name}: {verdict.status} {verdict.error}"
         medians[name] = verdict.timings["candidate"].median_ms
-    # Uncounted, the deferring one would measure its kernel alone: a few hundredths of the other.
+    # Uncounted, the deferring one would time its kernel alone, a small fraction of the other.
     # Counted, the two are alike; a shared machine's load between the two judges moves them apart
     # by less than 4x.
     assert medians["deferred"] > 0.25 * medians["inline"], medians
