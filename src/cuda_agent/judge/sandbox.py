@@ -1,12 +1,14 @@
 """Limits and isolation applied to every worker process before it runs any Python.
 
 Applied in the child between fork and exec, in this order: a new session (so the whole process
-group can be killed), resource limits, no core dumps, a new network namespace where the OS
-allows it (and, on request, a new PID namespace for the process's children), a Landlock ruleset
-(candidates: writes only to their private directory, the judge's cache hidden, no TCP, no
-signals out), and, when the judge runs as root, the switch to an unprivileged user. The
-environment is rebuilt from scratch rather than inherited. What was actually applied is measured
-inside the worker and recorded, because isolation that silently failed is worse than none.
+group can be killed), resource limits, no core dumps, new network and IPC namespaces where the OS
+allows them (and, on request, a new PID namespace for the process's children), a Landlock
+ruleset (candidates: writes only to their private directory and the device nodes, the judge's
+cache hidden, no TCP, no signals out), when the judge runs as root the switch to an unprivileged
+user or the loss of every capability, and last a seccomp filter. The environment is rebuilt from
+scratch rather than inherited. What was actually applied is measured inside the worker (or read
+from /proc by the judge) and recorded, because isolation that silently failed is worse than none.
+``CompileSandbox`` gives a solution's compilers the same confinement.
 """
 
 from __future__ import annotations
