@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.judge.process_tree import TOKEN_VARIABLE, ProcessTree, new_token
+from cuda_agent.judge.process_tree import TOKEN_VARIABLE, ProcessTree, new_token, strays_elsewhere
 from cuda_agent.solution import load_solution
 from cuda_agent.task import load_task
 
@@ -80,6 +80,23 @@ def test_a_detached_process_is_found_by_its_token_and_killed(marker):
     finally:
         worker.kill()
         worker.wait()
+
+
+def test_only_candidates_strays_disturb_other_timings(marker):
+    """A trusted reference's helpers (torch.compile's compile workers) are nobody's strays."""
+    token = new_token()
+    before = strays_elsewhere(None)
+    helper = subprocess.Popen(["/bin/sleep", marker], env={**os.environ, TOKEN_VARIABLE: token})
+    try:
+        reference = ProcessTree(os.getpid(), token, watched=False)
+        assert helper.pid in reference.strays()
+        assert strays_elsewhere(None) == before  # a reference's helper disturbs nobody
+        candidate = ProcessTree(os.getpid(), token)  # the same process, as a candidate's
+        assert strays_elsewhere(None) == before + 1
+        assert strays_elsewhere(candidate) == before
+    finally:
+        helper.kill()
+        helper.wait()
 
 
 def test_other_processes_are_not_members(marker):

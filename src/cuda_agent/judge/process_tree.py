@@ -114,14 +114,17 @@ class ProcessTree:
     """The processes of one worker: its PID namespace where it has one, else its token.
 
     ``worker_pid`` is the worker itself; ``own`` are processes of the judge's making around it
-    (the launcher), never counted as the candidate's."""
+    (the launcher), never counted as the candidate's. A ``watched`` tree (a candidate's) is one
+    whose strays other timings look for; a trusted reference's helpers (torch.compile's compile
+    workers, say) are not strays of anyone's."""
 
-    def __init__(self, worker_pid: int, token: str, own: tuple[int, ...] = ()):
+    def __init__(self, worker_pid: int, token: str, own: tuple[int, ...] = (), watched: bool = True):
         self.worker_pid, self.token, self.own = worker_pid, token, {worker_pid, *own}
         namespace = _namespace(worker_pid)
         self.namespace = namespace if namespace is not None and namespace != _namespace("self") else None
-        with _live_lock:
-            _live.add(self)
+        if watched:
+            with _live_lock:
+                _live.add(self)
 
     @property
     def method(self) -> str:
@@ -170,7 +173,7 @@ class ProcessTree:
 
 
 def strays_elsewhere(own: ProcessTree | None) -> int:
-    """Processes that other live candidates of this judge process left running."""
+    """Processes that other live candidates (watched trees) of this judge process left running."""
     with _live_lock:
         trees = [t for t in _live if t is not own]
     return sum(len(t.strays()) for t in trees)

@@ -123,7 +123,8 @@ class WorkerProcess:
         self._send_fd, self._recv_fd = to_child_w, from_child_r
         launcher = self.spec.policy.new_pid_namespace
         self.pid = (only_child(self.proc.pid) or self.proc.pid) if launcher else self.proc.pid  # the worker
-        self.tree = ProcessTree(self.pid, self.token, own=(self.proc.pid,))
+        self.tree = ProcessTree(self.pid, self.token, own=(self.proc.pid,),
+                                watched=self.spec.role == "candidate")
         self.survivors: list[int] = []  # processes of the worker's that outlived the kill
         for fd in (self._send_fd, self._recv_fd):
             os.set_blocking(fd, False)  # deadlines are enforced with select
