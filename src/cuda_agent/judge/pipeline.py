@@ -711,9 +711,13 @@ class _Run:
             self._worker_failed("candidate", WorkerError("runtime_error", "malformed evidence in the reply to "
                                                          "`run` (something wrote on the judge's channel)"))
             return
+        self._forbid(found)
+
+    def _forbid(self, found: list[Violation], context: str = "") -> None:
+        """Fail the run as forbidden, naming the first violations, if there are any."""
         if found:
             self.verdict.violations.extend(found)
-            _fail(self.verdict, "forbidden", "; ".join(f"[{x.rule}] {x.message}" for x in found[:3]))
+            _fail(self.verdict, "forbidden", context + "; ".join(f"[{x.rule}] {x.message}" for x in found[:3]))
 
     def _check_processes(self, when: str) -> None:
         """Forbidden: any process the candidate started still running at a checkpoint (it could
@@ -775,10 +779,7 @@ class _Run:
                     found = self._assess_counted(s.ops, s.counter_watching)
                 except (TypeError, ValueError, AttributeError):
                     found = [Violation("timing_integrity", MODEL_FILE, None, "a malformed op count after timing")]
-                if found:
-                    self.verdict.violations.extend(found)
-                    _fail(self.verdict, "forbidden", "during its timed calls: "
-                          + "; ".join(f"[{x.rule}] {x.message}" for x in found[:3]))
+                self._forbid(found, "during its timed calls: ")
         for s, calls in zip(sessions, kept):
             problem = consistency_problem(s.session)
             if calls != (len(s.seeds) if s.keep else 0):

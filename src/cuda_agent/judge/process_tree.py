@@ -69,7 +69,7 @@ def only_child(pid: int, timeout_s: float = 10.0) -> int | None:
             children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
         except OSError:
             children = [entry.name for entry in os.scandir("/proc") if entry.name.isdigit()
-                        and _stat_fields(entry.name)[1:2] == [str(pid).encode()]]
+                        and stat_fields(entry.name)[1:2] == [str(pid).encode()]]
         if children:
             return int(children[0])
         if time.monotonic() > deadline or not os.path.exists(f"/proc/{pid}"):
@@ -77,7 +77,7 @@ def only_child(pid: int, timeout_s: float = 10.0) -> int | None:
         time.sleep(0.002)
 
 
-def _stat_fields(pid: str | int) -> list[bytes]:
+def stat_fields(pid: str | int) -> list[bytes]:
     """The fields of /proc/PID/stat after the name: state, ppid, pgrp, ...; [] if gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
@@ -102,7 +102,7 @@ def _environment_has(pid: str, marker: bytes) -> bool:
 
 
 def _alive(pid: int) -> bool:
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     return bool(fields) and fields[0] not in (b"Z", b"X")
 
 

@@ -432,7 +432,7 @@ class Worker:
         record = msg.get("record") or {}
         evidence: dict[str, Any] = {}
 
-        counter = self.counter if self.role == "candidate" else None
+        counter = self.counter  # candidates only
 
         def forward():
             with torch.no_grad():

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import protocol
-from .process_tree import TOKEN_VARIABLE, ProcessTree, launched, new_token, only_child
+from .process_tree import TOKEN_VARIABLE, ProcessTree, launched, new_token, only_child, stat_fields
 from .sandbox import SandboxPolicy, make_preexec, worker_environment
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
@@ -63,12 +63,11 @@ def _group_rss_bytes(pgid: int) -> int:
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
+        fields = stat_fields(entry.name)  # after the name: state, ppid, pgrp, ...
         try:
-            with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-            if int(fields[2]) == pgid:  # fields after the name: state, ppid, pgrp, ...
+            if int(fields[2]) == pgid:
                 total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")  # rss in pages
-        except (OSError, IndexError, ValueError):
+        except (IndexError, ValueError):
             continue
     return total
 
