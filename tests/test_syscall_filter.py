@@ -1,7 +1,7 @@
 """The seccomp filter on candidates and their compiles, and the compile step's sandbox.
 
-The filter refuses namespaces, tracing and the rest of ``seccomp.REFUSED`` while threads, forks
-and subprocesses keep working; the compilers, which expand the candidate's preprocessor
+The filter refuses namespaces, tracing, Unix-domain sockets and the rest of ``seccomp.REFUSED``
+while threads, forks, subprocesses and socket pairs keep working; the compilers, which expand the candidate's preprocessor
 directives, cannot read the judge's files.
 """
 
@@ -29,7 +29,7 @@ needs_filter = pytest.mark.skipif(FILTER is None, reason="libseccomp is not avai
 needs_landlock = pytest.mark.skipif(abi_version() < 1, reason="Landlock is not available in this kernel")
 
 PROBE = r"""
-import ctypes, json, os, subprocess, sys, threading
+import ctypes, json, os, socket, subprocess, sys, threading
 libc = ctypes.CDLL(None, use_errno=True)
 result = {}
 def call(name, *args):
@@ -41,6 +41,14 @@ if "filtered" in sys.argv:  # unfiltered, these would succeed and change the pro
     result["ptrace_traceme"] = call("ptrace", 0, 0, 0, 0)
 if "x86_64" in sys.argv:
     result["clone_newnet"] = call("syscall", 56, 0x40000000 | 17, 0, 0, 0, 0)  # clone, x86_64 numbering
+try:  # a Unix-domain socket could reach root's daemons; a connected pair of its own is harmless
+    socket.socket(socket.AF_UNIX).close()
+    result["unix_socket"] = 0
+except OSError as exc:
+    result["unix_socket"] = exc.errno
+pair = socket.socketpair()
+pair[0].sendall(b"x")
+result["socketpair"] = pair[1].recv(1) == b"x"
 done = []
 t = threading.Thread(target=lambda: done.append(1)); t.start(); t.join()
 result["thread"] = bool(done)
@@ -74,6 +82,7 @@ def test_the_filter_refuses_namespaces_and_tracing_but_not_threads_or_forks():
     assert result["unshare"] == [-1, errno.EPERM] and result["unshare_nothing"] == [-1, errno.EPERM]
     if "clone_newnet" in result:
         assert result["clone_newnet"] == [-1, errno.EPERM]
+    assert result["unix_socket"] == errno.EACCES and result["socketpair"] is True
     assert result["thread"] is True and result["subprocess"] == 0 and result["fork"] == 7
 
 
@@ -81,7 +90,7 @@ def test_the_filter_refuses_namespaces_and_tracing_but_not_threads_or_forks():
 def test_without_the_filter_the_same_probe_is_allowed():
     result = _probe(SandboxPolicy(isolate_network=False))
     assert result["filters"] == 0
-    assert result["unshare_nothing"] == [0, 0]
+    assert result["unshare_nothing"] == [0, 0] and result["unix_socket"] == 0
 
 
 @needs_filter

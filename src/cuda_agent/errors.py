@@ -27,3 +27,8 @@ class BenchmarkError(CudaAgentError):
 
 class SynthesisError(CudaAgentError):
     """A data-synthesis run cannot go on: bad options, an unusable output folder or seed catalogue."""
+
+
+class ClusterError(CudaAgentError):
+    """A pool of judge workers cannot start or go on: Ray missing, a cluster that does not answer,
+    no GPUs where a CUDA run needs them."""

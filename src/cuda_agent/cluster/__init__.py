@@ -1,5 +1,32 @@
-"""Pools of judge workers behind one interface: a local pool of processes on this machine."""
+"""Pools of judge workers behind one interface: local processes on this machine, or Ray actors
+across the GPUs and nodes of a cluster (``--pool ray``)."""
 
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ClusterError
 from .pool import JudgePool, LocalJudgePool
 
-__all__ = ["JudgePool", "LocalJudgePool"]
+__all__ = ["JudgePool", "LocalJudgePool", "POOL_KINDS", "make_pool"]
+
+POOL_KINDS = ("local", "ray")
+
+
+def make_pool(kind: str, config: Any = None, concurrency: int | None = None, ray_address: str | None = None,
+              **ray_options: Any) -> Any:
+    """A judge pool of ``kind``: local (``concurrency`` processes here) or ray (the cluster at
+    ``ray_address``, or one started on this machine; ``concurrency`` workers per GPU on CUDA,
+    workers in all on the CPU backend)."""
+    if kind == "local":
+        if ray_address:
+            raise ClusterError("--ray-address needs --pool ray")
+        return LocalJudgePool(config, concurrency)
+    if kind == "ray":
+        from .ray_pool import RayJudgePool
+
+        backend = getattr(config, "backend", None)
+        sizing = {"workers": concurrency} if backend == "cpu" and concurrency else \
+            {"workers_per_gpu": concurrency} if concurrency else {}
+        return RayJudgePool(config, address=ray_address, **sizing, **ray_options)
+    raise ClusterError(f"--pool takes one of {', '.join(POOL_KINDS)}; got {kind!r}")

@@ -12,8 +12,12 @@ lock), so a pool never lets two candidates be timed on one GPU at the same time.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import multiprocessing
 import os
+import signal
+import sys
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -72,6 +76,26 @@ def _start_judge(config: JudgeConfig, processes: int) -> None:
     # process would oversubscribe the cores that the candidates' own processes need.
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // processes))
     _judge = Judge(config)
+
+
+def _exit_on_term(*_: Any) -> None:
+    # SystemExit unwinds the judge's context managers, which kill its worker process groups.
+    sys.exit(1)
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def start_hosted_judge(config: JudgeConfig, processes: int) -> None:
+    """``_start_judge`` for a pool process that a supervisor may stop: SIGTERM unwinds the judge
+    (its workers are killed, not orphaned), and so does the supervisor's death, which the kernel
+    turns into a SIGTERM here."""
+    signal.signal(signal.SIGTERM, _exit_on_term)
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() == 1:  # the supervisor died before the line above: nobody will collect us
+        sys.exit(1)
+    _start_judge(config, processes)
 
 
 def _evaluate(task: Task, solution: Solution, stage: str) -> Verdict:

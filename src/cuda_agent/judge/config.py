@@ -76,6 +76,9 @@ class JudgeConfig:
     drop_privileges: bool = True      # when the judge runs as root, candidates run as nobody
     filter_syscalls: bool = True      # a seccomp filter on candidates and their compiles
     worker_python: str | None = None  # the interpreter workers run (default: this one)
+    # Further places a candidate and its compiles may not read, beside the judge's cache: state of
+    # what hosts the judge (a Ray pool hides Ray's session directory, its logs and sockets).
+    hidden_paths: tuple[str, ...] = ()
     static_checks: bool = True        # scan the sources for forbidden constructs before building
     runtime_checks: bool = True       # record ATen ops, GPU kernels, threads and flags in forward
     check_precision: bool = True      # float32 outputs against the reference run in float64

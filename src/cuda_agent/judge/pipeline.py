@@ -139,7 +139,7 @@ class Judge:
                 capability = torch.cuda.get_device_capability(self.config.device_index)
             toolchain: Toolchain = detect_toolchain(self.backend, capability, self.config.fast_math)
             program, note = self.syscall_filter()
-            sandbox = CompileSandbox(hidden=(self.cache_dir, _shared_runs_dir()),
+            sandbox = CompileSandbox(hidden=(self.cache_dir, _shared_runs_dir(), *self.hidden_paths()),
                                      confine_filesystem=self.config.confine_filesystem,
                                      isolate_network=self.config.isolate_network,
                                      seccomp_program=program, seccomp_note=note)
@@ -256,6 +256,23 @@ class Judge:
         """The interpreter every worker runs."""
         return self.config.worker_python or sys.executable
 
+    def hidden_paths(self) -> list[Path]:
+        """Places beside the judge's cache that candidates and their compiles may not read."""
+        return [Path(p) for p in self.config.hidden_paths]
+
+    def visible_device(self) -> str:
+        """The device as this machine names it (CUDA_VISIBLE_DEVICES maps our index to it): a
+        process given one GPU of several (a Ray actor) sees it as index 0."""
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        ids = [i.strip() for i in visible.split(",")] if visible else []
+        index = self.config.device_index
+        return ids[index] if self.backend == "cuda" and index < len(ids) else str(index)
+
+    def device_slot(self) -> int:
+        """Which of the machine's devices this judge times on, for choosing cores."""
+        name = self.visible_device()
+        return int(name) if name.isdigit() else self.config.device_index
+
     def timing_placement(self) -> tuple[list[int], int | None]:
         """Cores for a timing session: the worker's timing thread, and the judge's own thread.
 
@@ -268,7 +285,7 @@ class Judge:
         want = self.cpu_threads or 1
         if len(cores) < 2 * want + 2:
             return [], None
-        end = len(cores) - self.config.device_index * want
+        end = len(cores) - self.device_slot() * want
         worker = cores[max(1, end - want):end] if end > want else cores[-want:]
         busy = set(worker).union(*(_smt_siblings(c) for c in worker))
         judge = next((c for c in cores if c not in busy), None)
@@ -278,7 +295,7 @@ class Judge:
         """Timing runs on one device never overlap, across threads and processes."""
         locks = self.cache_dir / "locks"
         locks.mkdir(exist_ok=True)
-        return FileLock(str(locks / f"{self.backend}-{self.config.device_index}.lock"))
+        return FileLock(str(locks / f"{self.backend}-{self.visible_device()}.lock"))
 
     def peaks_path(self, device: dict) -> Path:
         import torch
@@ -475,7 +492,7 @@ class _Run:
         writable = [home]
         if self.solution.layout == "single_file" and self.run_as is None:
             writable.append(self._inline_dir())
-        hidden = [self.judge.cache_dir] + ([self.dir.parent] if self.run_as else [])  # other runs
+        hidden = [self.judge.cache_dir, *self.judge.hidden_paths()] + ([self.dir.parent] if self.run_as else [])
         try:
             ruleset = build_ruleset(writable, readable=[self.dir, Path(PACKAGE_PARENT)], hidden=hidden,
                                     devices=writable_devices())
@@ -510,9 +527,7 @@ class _Run:
     def _env(self, role: str) -> dict[str, str]:
         env: dict[str, str] = {}
         if self.judge.backend == "cuda":
-            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-            ids = visible.split(",") if visible else [str(i) for i in range(self.cfg.device_index + 1)]
-            env["CUDA_VISIBLE_DEVICES"] = ids[self.cfg.device_index]
+            env["CUDA_VISIBLE_DEVICES"] = self.judge.visible_device()
             if cuda_home := find_cuda_home():
                 env["CUDA_HOME"] = str(cuda_home)
                 env["PATH"] = f"{cuda_home / 'bin'}:" + os.environ.get("PATH", "/usr/bin:/bin")

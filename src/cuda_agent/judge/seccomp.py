@@ -9,7 +9,10 @@ process, so that a library that probes for a feature carries on without it.
 Refused: tracing and reading other processes' memory; namespaces (``unshare``, ``setns``, and
 ``clone`` with any namespace flag; ``clone3`` reports ENOSYS, so that libc falls back to
 ``clone``, whose flags a filter can read); mounts; kernel modules, keyrings, BPF, io_uring,
-userfaultfd; the clock, the host name, reboot and swap. Threads and plain forks stay allowed.
+userfaultfd; the clock, the host name, reboot and swap; and Unix-domain sockets (``socket`` with
+AF_UNIX): a candidate that is uid 0 without capabilities would otherwise pass the permission check
+on root's sockets (a container runtime's, a Ray node's raylet and object store), which file
+confinement does not cover. Threads, plain forks and pipes stay allowed.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from dataclasses import dataclass
 
 SCMP_ACT_ALLOW = 0x7FFF0000
 SCMP_ACT_ERRNO_BASE = 0x00050000
+SCMP_CMP_EQ = 4
 SCMP_CMP_MASKED_EQ = 7
+AF_UNIX = 1
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
@@ -61,7 +66,8 @@ class Filter:
     @property
     def description(self) -> str:
         return (f"seccomp: {len(self.refused)} system calls refused (tracing, namespaces, mounts, "
-                "kernel modules, keyrings, BPF, io_uring, clocks); clone with namespace flags refused")
+                "kernel modules, keyrings, BPF, io_uring, clocks); clone with namespace flags and Unix-domain "
+                "sockets refused")
 
 
 def _library() -> ctypes.CDLL:
@@ -112,6 +118,11 @@ def compiled_filter() -> Filter:
             if lib.seccomp_rule_add_exact_array(ctx, _errno_action(errno.EPERM), clone, 1,
                                                 ctypes.byref(flags)) != 0:
                 raise SeccompUnavailable("could not add the rule for clone's namespace flags")
+        sockets = lib.seccomp_syscall_resolve_name(b"socket")
+        unix = _ArgCmp(0, SCMP_CMP_EQ, AF_UNIX, 0)
+        if sockets >= 0 and lib.seccomp_rule_add_exact_array(ctx, _errno_action(errno.EACCES), sockets, 1,
+                                                             ctypes.byref(unix)) != 0:
+            raise SeccompUnavailable("could not add the rule for Unix-domain sockets")
         clone3 = lib.seccomp_syscall_resolve_name(b"clone3")
         if clone3 >= 0 and lib.seccomp_rule_add_exact_array(ctx, _errno_action(errno.ENOSYS), clone3, 0,
                                                             None) != 0:

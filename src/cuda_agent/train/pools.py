@@ -13,30 +13,19 @@ from __future__ import annotations
 import asyncio
 import json
 import multiprocessing
-import signal
-import sys
 import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from ..cluster.pool import _check_reference, _evaluate, _start_judge, settle_pool
+from ..cluster.pool import _check_reference, _evaluate, settle_pool, start_hosted_judge
 from ..judge.config import JudgeConfig
-
-def _exit_on_term(*_: Any) -> None:
-    # SystemExit unwinds the judge's context managers, which kill its worker process groups.
-    sys.exit(1)
-
-
-def _start_process(config: JudgeConfig, processes: int) -> None:
-    signal.signal(signal.SIGTERM, _exit_on_term)
-    _start_judge(config, processes)
 
 
 class TrainJudgePool:
     """A ``cluster.JudgePool`` of ``max_concurrent`` processes whose runs can be given a time limit."""
 
     # the functions a pool process runs (module level, so that a spawned process can import them)
-    start: Callable[..., None] = staticmethod(_start_process)
+    start: Callable[..., None] = staticmethod(start_hosted_judge)
     run_evaluate: Callable[..., Any] = staticmethod(_evaluate)
     run_check_reference: Callable[..., Any] = staticmethod(_check_reference)
 
