@@ -19,6 +19,8 @@ out = Console()
 DeviceOpt = typer.Option(None, "--device", "-d", help="Backend: cuda or cpu (default: cuda when a GPU is visible).")
 JsonOpt = typer.Option(False, "--json", help="Print the verdict as JSON, as the last thing on stdout.")
 CacheOpt = typer.Option(None, "--cache-dir", help="Build and baseline cache (default: ~/.cache/cuda-agent).")
+PoolOpt = typer.Option("local", "--pool", help="Where judges run: local (processes on this machine) or ray (every GPU of a Ray cluster; pip install 'cuda-agent[ray]').")
+RayAddressOpt = typer.Option(None, "--ray-address", help="With --pool ray: the cluster's HOST:PORT, or auto (default: start a Ray instance on this machine).")
 
 
 def _config(device: Optional[str], cache_dir: Optional[Path], **overrides):
@@ -141,7 +143,9 @@ def optimize(
     out: Path = typer.Option(Path("agent-runs"), "--out", "-o", help="Where episodes are written; rerun with the same --out to resume."),
     episodes: int = typer.Option(1, "--episodes", "-n", help="Episodes per task."),
     concurrency: int = typer.Option(8, "--concurrency", help="Episodes running at once."),
-    judge_concurrency: Optional[int] = typer.Option(None, "--judge-concurrency", help="Judge runs at once (default: one per two cores)."),
+    judge_concurrency: Optional[int] = typer.Option(None, "--judge-concurrency", help="Judge runs at once (default: one per two cores; with --pool ray: per GPU, or in all on the CPU)."),
+    pool_kind: str = PoolOpt,
+    ray_address: Optional[str] = RayAddressOpt,
     max_turns: int = typer.Option(150, "--max-turns", help="Turns per episode (the paper: 150 in training, 200 at evaluation)."),
     max_wall: float = typer.Option(8 * 3600.0, "--max-wall-time", help="Seconds per episode."),
     context_tokens: int = typer.Option(131_072, "--context-tokens", help="The model's context window."),
@@ -157,7 +161,7 @@ def optimize(
     from .agent.llm import make_client
     from .agent.loop import AgentSettings
     from .agent.runner import plan_episodes, run_episodes, summary_table, write_summary
-    from .cluster import LocalJudgePool
+    from .cluster import make_pool
     from .device import probe_device
     from .task import load_tasks
 
@@ -178,7 +182,7 @@ def optimize(
         finally:
             await client.aclose()
 
-    with LocalJudgePool(_config(device, cache_dir), judge_concurrency) as pool:
+    with make_pool(pool_kind, _config(device, cache_dir), judge_concurrency, ray_address) as pool:
         info = probe_device(pool.backend)
         err.print(f"{len(specs)} episode(s) of {model} on {len(tasks)} task(s), {pool.backend} backend, writing to {out}")
         results = asyncio.run(main())
@@ -213,6 +217,8 @@ def bench(
     baselines: Optional[Path] = typer.Option(None, "--baselines", help="Import baselines from a KernelBench results/timing/HW folder."),
     export_baselines: Optional[Path] = typer.Option(None, "--export-baselines", help="Write our baselines in KernelBench's layout to this folder."),
     report_only: bool = typer.Option(False, "--report-only", help="Judge nothing; rebuild the report from recorded results."),
+    pool_kind: str = PoolOpt,
+    ray_address: Optional[str] = RayAddressOpt,
     device: Optional[str] = DeviceOpt,
     cache_dir: Optional[Path] = CacheOpt,
 ) -> None:
@@ -235,7 +241,8 @@ def bench(
                            levels=parse_levels(levels), problem_ids=parse_selection(problems), solutions=solutions,
                            agent=agent, label=name, judge=config, gpus=gpus, jobs_per_gpu=jobs,
                            min_baseline_ms=min_baseline_ms, import_baselines=baselines,
-                           export_baselines=export_baselines, report_only=report_only)
+                           export_baselines=export_baselines, report_only=report_only, pool=pool_kind,
+                           ray_address=ray_address)
     report, written = run_benchmark(options, console=err)
     out.print(_bench_summary(report))
     for what, path in written.items():
@@ -305,6 +312,8 @@ def synth(
     timeout_s: float = typer.Option(600.0, "--timeout", help="Seconds allowed for one candidate's checks."),
     max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Stop after this long, write what was accepted; rerun to go on."),
     seeds_only: bool = typer.Option(False, "--seeds-only", help="Crawl the seed operators, write OUT/seeds.json and stop."),
+    pool_kind: str = PoolOpt,
+    ray_address: Optional[str] = RayAddressOpt,
     device: Optional[str] = DeviceOpt,
 ) -> None:
     """Build a CUDA-Agent-Ops-6K-like dataset of fused-operator tasks, filtered by execution."""
@@ -317,7 +326,10 @@ def synth(
         low, high = (float(v) for v in window_ms.split(","))
     except ValueError:
         raise CudaAgentError(f"--window-ms takes MIN,MAX in milliseconds, e.g. 1,100; got {window_ms!r}") from None
-    backend = resolve_backend(device)
+    if pool_kind not in ("local", "ray") or (ray_address and pool_kind != "ray"):
+        raise CudaAgentError(f"--pool takes local or ray (and --ray-address needs --pool ray); got {pool_kind!r}")
+    # A Ray cluster's driver may have no GPU of its own: --device cuda is then the cluster's.
+    backend = device if pool_kind == "ray" and device in ("cuda", "cpu") else resolve_backend(device)
     cpus = os.cpu_count() or 1
     options = SynthOptions(
         n=n, out=out_dir, device=backend,
@@ -325,7 +337,7 @@ def synth(
         seed=seed, window_ms=(low, high), max_tensor_bytes=int(max_tensor_gb * 2**30),
         kernelbench=str(kernelbench.resolve()) if kernelbench else None, model=model, provider=provider,
         base_url=base_url, include_transformers=not no_transformers, timeout_s=timeout_s,
-        max_minutes=max_minutes)
+        max_minutes=max_minutes, pool=pool_kind, ray_address=ray_address)
     state, catalogue, written = run_synthesis(options, console=err, seeds_only=seeds_only)
     counts = catalogue.counts()
     out.print("seeds: " + ", ".join(f"{k} {v}" for k, v in counts.items()))

@@ -36,6 +36,8 @@ class BenchOptions:
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     gpus: int | None = None                # None: every visible GPU (one on the cpu backend)
     jobs_per_gpu: int | None = None        # evaluations at once per GPU
+    pool: str = "local"                    # local processes, or "ray": every GPU of a Ray cluster
+    ray_address: str | None = None         # with pool="ray": HOST:PORT, or None to start one here
     min_baseline_ms: float = 0.1
     import_baselines: Path | None = None
     export_baselines: Path | None = None
@@ -60,26 +62,41 @@ def visible_gpus(backend: str) -> int:
 
 def run_benchmark(options: BenchOptions, console: Console | None = None) -> tuple[dict, dict[str, Path]]:
     """Judge what is not yet judged, then write the report; returns (report, written files)."""
-    from ..cluster.pool import LocalJudgePool
+    from ..cluster import make_pool
     from ..device import resolve_backend
 
     if (options.solutions is None) == (options.agent is None):
         raise BenchmarkError("give either a solutions folder (--solutions) or a model to run (--model): one of the two")
     problems = discover(options.kernelbench, options.levels, options.problem_ids)
-    # Rebuilding a report needs no device: take the backend the user names for it.
-    backend = options.judge.backend if options.report_only and options.judge.backend else \
-        resolve_backend(options.judge.backend)
-    gpus = options.gpus or visible_gpus(backend)
-    if backend == "cuda" and gpus > visible_gpus(backend):
-        raise BenchmarkError(f"--gpus {gpus} asked for, but {visible_gpus(backend)} GPU(s) are visible")
-    jobs = options.jobs_per_gpu or default_jobs_per_gpu(backend, gpus)
-    configs = [replace(options.judge, backend=backend, device_index=i) for i in range(gpus)]
     imported = import_baselines(options.import_baselines) if options.import_baselines else None
-
-    if not options.report_only:
-        _check_run_settings(options.out, backend, options.judge)
-    pools = [] if options.report_only else [LocalJudgePool(c, jobs) for c in configs]
+    pools: list[Any] = []
+    if options.pool == "ray" and not options.report_only:
+        if options.gpus:
+            raise BenchmarkError("--gpus applies to the local pool; a Ray pool uses every GPU of its cluster")
+        # The cluster decides the backend (the driver may have no GPU) and the number of GPUs.
+        pool = make_pool("ray", options.judge, options.jobs_per_gpu, options.ray_address)
+        pools, backend = [pool], pool.backend
+        gpus = int(pool.workers.resources.get("GPU", 0)) if backend == "cuda" else 1
+        jobs = pool.max_concurrent  # one feeder per actor
+    else:
+        # Rebuilding a report needs no device: take the backend the user names for it.
+        backend = options.judge.backend if options.report_only and options.judge.backend else \
+            resolve_backend(options.judge.backend)
+        gpus = options.gpus or visible_gpus(backend)
+        if backend == "cuda" and gpus > visible_gpus(backend):
+            raise BenchmarkError(f"--gpus {gpus} asked for, but {visible_gpus(backend)} GPU(s) are visible")
+        jobs = options.jobs_per_gpu or default_jobs_per_gpu(backend, gpus)
     failure: BenchmarkError | None = None
+    try:
+        if not options.report_only:
+            _check_run_settings(options.out, backend, options.judge)
+        if not pools and not options.report_only:
+            pools = [make_pool("local", replace(options.judge, backend=backend, device_index=i), jobs)
+                     for i in range(gpus)]
+    except BaseException:
+        for pool in pools:
+            pool.close()
+        raise
     try:
         solutions = options.solutions
         if options.agent is not None:
@@ -102,7 +119,7 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
         for pool in pools:
             pool.close()
 
-    settings = {"backend": backend, "gpus": gpus, "jobs_per_gpu": jobs, "levels": options.levels,
+    settings = {"backend": backend, "gpus": gpus, "jobs_per_gpu": jobs, "pool": options.pool, "levels": options.levels,
                 "problems": {str(level): [p.problem_id for p in items] for level, items in problems.items()},
                 "min_baseline_ms": options.min_baseline_ms,
                 "baselines": f"imported from {options.import_baselines} (KernelBench means)" if imported

@@ -16,8 +16,8 @@ POOL_KINDS = ("local", "ray")
 def make_pool(kind: str, config: Any = None, concurrency: int | None = None, ray_address: str | None = None,
               **ray_options: Any) -> Any:
     """A judge pool of ``kind``: local (``concurrency`` processes here) or ray (the cluster at
-    ``ray_address``, or one started on this machine; ``concurrency`` workers per GPU on CUDA,
-    workers in all on the CPU backend)."""
+    ``ray_address``, or one started on this machine; ``concurrency`` judges per GPU on CUDA,
+    in all on the CPU backend)."""
     if kind == "local":
         if ray_address:
             raise ClusterError("--ray-address needs --pool ray")
@@ -25,8 +25,5 @@ def make_pool(kind: str, config: Any = None, concurrency: int | None = None, ray
     if kind == "ray":
         from .ray_pool import RayJudgePool
 
-        backend = getattr(config, "backend", None)
-        sizing = {"workers": concurrency} if backend == "cpu" and concurrency else \
-            {"workers_per_gpu": concurrency} if concurrency else {}
-        return RayJudgePool(config, address=ray_address, **sizing, **ray_options)
+        return RayJudgePool(config, address=ray_address, concurrency=concurrency, **ray_options)
     raise ClusterError(f"--pool takes one of {', '.join(POOL_KINDS)}; got {kind!r}")

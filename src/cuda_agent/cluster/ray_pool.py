@@ -80,10 +80,10 @@ def connect(address: str | None) -> dict[str, float]:
 class _Host:
     """One Ray actor: a single local process that runs ``initializer`` once, then the jobs."""
 
-    def __init__(self, initializer: Callable[..., None], initargs: tuple) -> None:
+    def __init__(self, initializer: Callable[..., None], initargs: tuple, max_tasks: int = 0) -> None:
         from pebble import ProcessPool
 
-        self._pool = ProcessPool(1, initializer=initializer, initargs=initargs,
+        self._pool = ProcessPool(1, max_tasks=max_tasks, initializer=initializer, initargs=initargs,
                                  context=multiprocessing.get_context("spawn"))
 
     def where(self) -> dict[str, Any]:
@@ -114,12 +114,14 @@ class WorkerLost(ClusterError):
 
 
 class RayWorkerPool:
-    """``workers`` Ray actors, each with one local process started by ``initializer(*initargs)``.
-    ``await run(fn, args, timeout_s)`` runs ``fn(*args)`` in one of them."""
+    """``workers`` Ray actors, each with one local process started by ``initializer(*initargs)``
+    (and started afresh after ``max_tasks`` jobs, if set). ``await run(fn, args, timeout_s)`` runs
+    ``fn(*args)`` in one of them."""
 
     def __init__(self, initializer: Callable[..., None], initargs: tuple, workers: int, *,
-                 cpus_per_worker: float = 1.0, gpus_per_worker: float = 0.0, address: str | None = None,
-                 max_pending: int | None = None, start_timeout_s: float = 300.0,
+                 cpus_per_worker: float = 1.0, gpus_per_worker: float = 0.0, resources: dict[str, float] | None = None,
+                 address: str | None = None,
+                 max_pending: int | None = None, max_tasks: int = 0, start_timeout_s: float = 300.0,
                  unavailable_timeout_s: float = 600.0) -> None:
         if workers < 1:
             raise ClusterError(f"a Ray pool needs at least one worker; got {workers}")
@@ -128,17 +130,18 @@ class RayWorkerPool:
         self.workers = workers
         self.max_pending = max_pending or 2 * workers
         self.unavailable_timeout_s = unavailable_timeout_s
-        options = {"num_cpus": cpus_per_worker, "num_gpus": gpus_per_worker,
+        options = {"num_cpus": cpus_per_worker, "num_gpus": gpus_per_worker, "resources": dict(resources or {}),
                    "max_restarts": -1, "max_task_retries": 0}  # a lost job is rerun here, by us, once
         actor = ray.remote(**options)(_Host)
-        self._actors = [actor.remote(initializer, initargs) for _ in range(workers)]
+        self._actors = [actor.remote(initializer, initargs, max_tasks) for _ in range(workers)]
         try:
             self.placement = ray.get([a.where.remote() for a in self._actors], timeout=start_timeout_s)
         except ray.exceptions.GetTimeoutError:
             self._kill_all()
             raise ClusterError(f"Ray could not place {workers} worker(s) of {cpus_per_worker:g} CPU and "
-                               f"{gpus_per_worker:g} GPU each within {start_timeout_s:g} s; the cluster has "
-                               f"{_resources(self.resources)}. Ask for fewer workers or add nodes") from None
+                               f"{gpus_per_worker:g} GPU each{_named(resources)} within {start_timeout_s:g} s; the "
+                               f"cluster has {_resources(self.resources)}, some of it perhaps held by others. "
+                               "Ask for fewer workers or add nodes") from None
         self._idle: asyncio.Queue | None = None
         self._slots: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -271,18 +274,25 @@ def _resources(resources: dict[str, float]) -> str:
     return f"{resources.get('CPU', 0):g} CPU and {resources.get('GPU', 0):g} GPU"
 
 
+def _named(resources: dict[str, float] | None) -> str:
+    return "".join(f" and {amount:g} {name}" for name, amount in (resources or {}).items())
+
+
 def _start_ray_judge(config: JudgeConfig, cpus: float) -> None:
     """A judge process of a Ray actor: threads for the CPUs the actor holds."""
     start_hosted_judge(config, max(1, int((os.cpu_count() or 1) // max(1.0, cpus))))
 
 
 class RayJudgePool:
-    """A ``cluster.JudgePool`` on Ray: ``workers_per_gpu`` judges per GPU of the cluster (CUDA
-    backend) or ``workers`` judges of ``cpus_per_worker`` CPUs (CPU backend)."""
+    """A ``cluster.JudgePool`` on Ray. ``concurrency``: on the CUDA backend, judges per GPU of the
+    cluster (default 1); on the CPU backend, judges in all, of ``cpus_per_worker`` CPUs each
+    (default: as many as the cluster's CPUs hold). ``workers`` fixes the total instead. ``resource``:
+    a custom Ray resource that only judge nodes carry (``ray start --resources '{"judge": 8}'``),
+    so that judges land there and not on GPUs a trainer sharing the cluster holds."""
 
     def __init__(self, config: JudgeConfig | None = None, *, address: str | None = None,
-                 workers: int | None = None, workers_per_gpu: int = 1, cpus_per_worker: float = 1.0,
-                 max_pending: int | None = None) -> None:
+                 concurrency: int | None = None, workers: int | None = None, cpus_per_worker: float = 1.0,
+                 resource: str | None = None, max_pending: int | None = None) -> None:
         config = config or JudgeConfig()
         resources = connect(address)
         gpus = int(resources.get("GPU", 0))
@@ -300,16 +310,23 @@ class RayJudgePool:
         self.backend = backend
         self.cache_dir = Path(self.config.cache_dir)  # on every node: each keeps its own builds and baselines
         self.cache_dir.mkdir(parents=True, exist_ok=True)
+        if resource and not resources.get(resource):
+            raise ClusterError(f"no node of the Ray cluster carries the resource {resource!r}: start the judge nodes "
+                               f"with `ray start --address HEAD:6379 --resources '{{\"{resource}\": GPUS}}'`")
         if backend == "cuda":
-            workers = workers or gpus * max(1, workers_per_gpu)
-            per_gpu = 1.0 / max(1, workers_per_gpu)
+            per_gpu_workers = max(1, concurrency or 1)
+            judge_gpus = int(resources[resource]) if resource else gpus  # a judge node's resource counts its GPUs
+            workers = workers or judge_gpus * per_gpu_workers
+            per_gpu = 1.0 / per_gpu_workers
             cpus = max(1.0, resources.get("CPU", 1) / max(1, workers))
             self.workers = RayWorkerPool(_start_ray_judge, (self.config, cpus), workers, cpus_per_worker=cpus,
-                                         gpus_per_worker=per_gpu, address=address, max_pending=max_pending)
+                                         gpus_per_worker=per_gpu, resources={resource: per_gpu} if resource else None,
+                                         address=address, max_pending=max_pending)
         else:
-            workers = workers or max(1, int(resources.get("CPU", 1) // cpus_per_worker))
+            workers = workers or concurrency or max(1, int(resources.get("CPU", 1) // cpus_per_worker))
             self.workers = RayWorkerPool(_start_ray_judge, (self.config, cpus_per_worker), workers,
-                                         cpus_per_worker=cpus_per_worker, address=address, max_pending=max_pending)
+                                         cpus_per_worker=cpus_per_worker, resources={resource: 1.0} if resource else None,
+                                         address=address, max_pending=max_pending)
         self.max_concurrent = workers
 
     async def evaluate(self, task: Task, solution: Solution, stage: str, timeout_s: float | None = None) -> Verdict:

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from pebble import ProcessExpired
 
+from ..cluster.ray_pool import WorkerLost
 from ..errors import SynthesisError
 from . import filters
 from .compose import ComposeSettings, OfflineComposer
@@ -56,6 +57,8 @@ class SynthOptions:
     timeout_s: float = 600.0                     # per candidate, every filter included
     max_candidates: int | None = None            # give up after this many (default 50 x n)
     max_minutes: float | None = None             # stop starting candidates after this long
+    pool: str = "local"                          # worker processes here, or "ray": a Ray cluster's
+    ray_address: str | None = None               # with pool="ray": HOST:PORT, or None to start one here
 
     def fingerprint(self) -> dict[str, Any]:
         """The settings that change which tasks are made and accepted: a resumed run must match."""
@@ -274,14 +277,12 @@ class Synthesizer:
             found = self._static_filters(cand)
             report: dict[str, Any] = {}
             if all(f.passed for f in found):
-                future = pool.schedule(check_candidate, args=(cand.to_dict(), probe_settings),
-                                       timeout=self.options.timeout_s)
                 try:
-                    report = await asyncio.wrap_future(future)
+                    report = await _run_checks(pool, cand.to_dict(), probe_settings, self.options.timeout_s)
                 except (TimeoutError, concurrent.futures.TimeoutError):
                     report = _worker_failed({"timeout_s": self.options.timeout_s},
                                             f"the checks did not finish within {self.options.timeout_s:g} s")
-                except ProcessExpired as exc:  # the worker died: a segfault, or killed for memory
+                except (ProcessExpired, WorkerLost) as exc:  # the worker died: a segfault, or killed for memory
                     report = _worker_failed({"error": str(exc)[:300]}, f"the worker process died: {exc}")
                 except Exception as exc:  # the task broke out of the checks (e.g. called exit())
                     report = _worker_failed({"error": repr(exc)[:300]}, f"the checks raised {exc!r}")
@@ -320,8 +321,11 @@ class Synthesizer:
                               memory_fraction=0.9 / options.workers if options.device == "cuda" else None).to_dict()
         os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # workers compile side by side
         before = set(multiprocessing.active_children())
-        pool = ProcessPool(max_workers=options.workers, max_tasks=100, initializer=init_worker,
-                           initargs=(probe,), context=multiprocessing.get_context("spawn"))
+        if options.pool == "ray":
+            pool = _ray_workers(options, probe)
+        else:
+            pool = ProcessPool(max_workers=options.workers, max_tasks=100, initializer=init_worker,
+                               initargs=(probe,), context=multiprocessing.get_context("spawn"))
         try:
             running: set[asyncio.Task] = set()
             slots = options.workers * 2 if self.llm is None else max(options.workers * 2, 8)
@@ -341,11 +345,14 @@ class Synthesizer:
                     await asyncio.gather(*running, return_exceptions=True)
                     running = set()
         finally:
-            pool.stop()
-            try:
-                pool.join(timeout=10)
-            except TimeoutError:
-                pass
+            if options.pool == "ray":
+                pool.close()
+            else:
+                pool.stop()
+                try:
+                    pool.join(timeout=10)
+                except TimeoutError:
+                    pass
             # A worker deep in a long GPU call may outlive the pool's stop; left alone it would
             # keep the interpreter from exiting (multiprocessing joins its children at exit).
             for child in set(multiprocessing.active_children()) - before:
@@ -442,3 +449,32 @@ def run_synthesis(options: SynthOptions, console=None, seeds_only: bool = False)
         console.print(f"[yellow]only {len(state.accepted)} of {options.n} tasks accepted after "
                       f"{len(state.outcomes)} candidates; see the rejection reasons in the card[/yellow]")
     return state, catalogue, finish(options, state, catalogue, elapsed)
+
+
+async def _run_checks(pool: Any, candidate: dict[str, Any], probe: dict[str, Any], timeout_s: float) -> dict:
+    """``check_candidate`` in a worker of ``pool``: a local pebble pool or a Ray one."""
+    if hasattr(pool, "run"):
+        return await pool.run(check_candidate, (candidate, probe), timeout_s)
+    return await asyncio.wrap_future(pool.schedule(check_candidate, args=(candidate, probe), timeout=timeout_s))
+
+
+def _ray_workers(options: SynthOptions, probe: dict[str, Any]) -> Any:
+    """``options.workers`` checking workers on a Ray cluster, spread over its GPUs on CUDA. Each
+    node keeps its timing locks in its own temporary directory; a KernelBench checkout given for
+    decontamination must be at the same path on every node."""
+    import tempfile
+
+    from ..cluster.ray_pool import RayWorkerPool, connect
+
+    resources = connect(options.ray_address)
+    settings = dict(probe, lock_dir=os.path.join(tempfile.gettempdir(), "cuda-agent-synth-locks"))
+    gpus = int(resources.get("GPU", 0))
+    if options.device == "cuda":
+        if not gpus:
+            raise SynthesisError(f"--device cuda needs GPUs, and the Ray cluster at {options.ray_address or 'this machine'} "
+                                 "has none; add GPU nodes or use --device cpu")
+        per_gpu = -(-options.workers // gpus)
+        settings.update(memory_fraction=0.9 / per_gpu, threads=max(1, int(resources.get("CPU", 1) // options.workers)))
+        return RayWorkerPool(init_worker, (settings,), options.workers, gpus_per_worker=1.0 / per_gpu,
+                             address=options.ray_address, max_tasks=100)
+    return RayWorkerPool(init_worker, (settings,), options.workers, address=options.ray_address, max_tasks=100)

@@ -148,8 +148,12 @@ def _timing_lock(settings: ProbeSettings):
         return nullcontext()
     from filelock import FileLock
 
-    index = torch.cuda.current_device()
-    return FileLock(os.path.join(settings.lock_dir, f"synth-timing-gpu{index}.lock"))
+    # Named by the GPU as the machine numbers it: a worker given one GPU of several sees it as 0.
+    index = str(torch.cuda.current_device())
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    name = visible[int(index)] if int(index) < len(visible) else index
+    os.makedirs(settings.lock_dir, exist_ok=True)
+    return FileLock(os.path.join(settings.lock_dir, f"synth-timing-gpu{name}.lock"))
 
 
 def estimate_task(module, profile: str = "h100") -> dict[str, Any] | None:

@@ -119,17 +119,26 @@ def _stage_command(stage: str):
         device: Optional[str] = typer.Option(None, "--device", help="trl: cuda or cpu (default: cuda when visible); also the judge's backend."),
         judge_concurrency: Optional[int] = typer.Option(None, "--judge-concurrency", help="Judge runs at once."),
         cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="The judge's cache."),
+        judge_pool: str = typer.Option("local", "--judge-pool", help="Where the reward's judges run: local, or ray (actors across the Ray cluster's GPUs; pip install 'cuda-agent[ray]')."),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address", help="trl with --judge-pool ray: the cluster's HOST:PORT (default: start one here). verl joins its own cluster."),
+        ray_resource: Optional[str] = typer.Option(None, "--judge-ray-resource", help="With --judge-pool ray: a custom resource only judge nodes carry, keeping judges off the trainer's GPUs."),
         extra: Optional[list[str]] = typer.Argument(None, help="verl: further Hydra overrides, passed through."),
     ) -> None:
         if engine not in ENGINES:
             raise TrainError(f"unknown engine {engine!r}; choose verl or trl")
+        judge = {"pool": judge_pool, "ray_address": ray_address, "ray_resource": ray_resource}
+        if judge_pool not in ("local", "ray") or ((ray_address or ray_resource) and judge_pool != "ray"):
+            raise TrainError(f"--judge-pool takes local or ray (--ray-address and --judge-ray-resource need ray); "
+                             f"got {judge_pool!r}")
         if engine == "verl":
+            if ray_address:
+                raise TrainError("verl runs in its own Ray cluster and its judges join it: leave --ray-address out")
             _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, batch_size, rollout_n, gpus,
                       nodes, rollout, tool_format, sequence_parallel, episodes, device, judge_concurrency, cache_dir,
-                      list(extra or []))
+                      list(extra or []), judge)
         else:
             _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, generations, max_completion,
-                     episodes, device, judge_concurrency, cache_dir)
+                     episodes, device, judge_concurrency, cache_dir, judge)
 
     command.__doc__ = {
         "warmup": "Stage 1: single-turn RL on the judge's reward (verl: PPO with a critic; trl: GRPO).",
@@ -142,7 +151,8 @@ def _stage_command(stage: str):
 
 
 def _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, batch_size, rollout_n, gpus, nodes,
-              rollout, tool_format, sequence_parallel, episodes, device, judge_concurrency, cache_dir, extra) -> None:
+              rollout, tool_format, sequence_parallel, episodes, device, judge_concurrency, cache_dir, extra,
+              judge) -> None:
     from . import stages
     from .models import check_model_path
     from .rows import read_parquet
@@ -154,7 +164,8 @@ def _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, ba
         data=str(data_path.resolve()) if data_path else None, out=out_dir, critic=critic, resume_from=resume_from,
         batch_size=batch_size, rollout_n=rollout_n, collect_samples=episodes, gpus_per_node=gpus, nodes=nodes,
         rollout=rollout, tool_format=tool_format, sequence_parallel=sequence_parallel, judge_backend=device or "cuda",
-        judge_concurrency=judge_concurrency or 4, judge_cache_dir=str(cache_dir) if cache_dir else None, extra=extra)
+        judge_concurrency=judge_concurrency or 4, judge_cache_dir=str(cache_dir) if cache_dir else None,
+        judge_pool=judge["pool"], judge_ray_resource=judge["ray_resource"], extra=extra)
     if dry_run and not stages.verl_installed():
         argv, _ = stages.command(options)
         out.print(" \\\n  ".join(argv))
@@ -176,7 +187,7 @@ def _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, ba
 
 
 def _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, generations, max_completion, episodes,
-             device, judge_concurrency, cache_dir) -> None:
+             device, judge_concurrency, cache_dir, judge) -> None:
     from .extras import require
     from .models import check_model_path, resolve_device
     from .rows import read_parquet
@@ -199,7 +210,7 @@ def _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, gen
         return
     from .pools import make_judge_pool
 
-    with make_judge_pool({"backend": device, "cache_dir": cache_dir, "concurrency": judge_concurrency}) as pool:
+    with make_judge_pool({"backend": device, "cache_dir": cache_dir, "concurrency": judge_concurrency, **judge}) as pool:
         if stage == "collect":
             _collect(model, rows, directory, pool, episodes, device)
             return

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from ..cluster.pool import _check_reference, _evaluate, settle_pool, start_hosted_judge
 from ..judge.config import JudgeConfig
+from .extras import TrainError
 
 
 class TrainJudgePool:
@@ -77,12 +78,22 @@ class TrainJudgePool:
         self.close()
 
 
-def make_judge_pool(settings: dict[str, Any] | None) -> TrainJudgePool:
+def make_judge_pool(settings: dict[str, Any] | None) -> Any:
     """``settings``: backend (cuda or cpu; default: cuda where a GPU is visible), cache_dir,
-    concurrency (judge runs at once)."""
+    concurrency (judge runs at once; with the Ray pool, per GPU), pool (local, the default, or
+    ray), ray_address and ray_resource (``cluster.ray_pool.RayJudgePool``)."""
     settings = dict(settings or {})
     extra = {"cache_dir": Path(settings["cache_dir"])} if settings.get("cache_dir") else {}
-    return TrainJudgePool(JudgeConfig(backend=settings.get("backend"), **extra), settings.get("concurrency"))
+    config = JudgeConfig(backend=settings.get("backend"), **extra)
+    kind = settings.get("pool") or "local"
+    if kind == "ray":
+        from ..cluster import make_pool
+
+        resource = {"resource": settings["ray_resource"]} if settings.get("ray_resource") else {}
+        return make_pool("ray", config, settings.get("concurrency"), settings.get("ray_address"), **resource)
+    if kind != "local" or settings.get("ray_address"):
+        raise TrainError(f"the judge pool is local or ray (and a Ray address needs the ray pool); got {kind!r}")
+    return TrainJudgePool(config, settings.get("concurrency"))
 
 
 _pools: dict[str, Any] = {}

@@ -82,6 +82,8 @@ class StageOptions:
     judge_backend: str = "cuda"
     judge_concurrency: int = 4
     judge_cache_dir: str | None = None
+    judge_pool: str = "local"            # local: judges beside each verl worker; ray: actors of the cluster
+    judge_ray_resource: str | None = None   # with the ray pool: the custom resource judge nodes carry
     extra: list[str] = field(default_factory=list)   # further Hydra overrides, passed through
 
     @property
@@ -110,6 +112,10 @@ def judge_settings(options: StageOptions) -> dict[str, Any]:
     settings: dict[str, Any] = {"backend": options.judge_backend, "concurrency": options.judge_concurrency}
     if options.judge_cache_dir:
         settings["cache_dir"] = str(Path(options.judge_cache_dir).resolve())
+    if options.judge_pool != "local":
+        settings["pool"] = options.judge_pool  # inside verl's workers Ray is already joined
+        if options.judge_ray_resource:
+            settings["ray_resource"] = options.judge_ray_resource
     return settings
 
 
