@@ -7,10 +7,15 @@ Each copy has a comment appended to each of its files: its hash changes and it i
 afresh, as every new candidate of an RL run is. Throughput is candidates per minute of wall
 time; the mean seconds of each judge stage show where the time goes.
 
+``--pools local,ray,local`` measures like candidates with the local pool, the Ray pool (a Ray
+instance started on this machine, or ``--ray-address``) and the local pool again, and ``--jobs
+1,2,4`` with that many judges per GPU: each pair is one row, and Ray's overhead is its throughput
+against the last local row's at the same jobs (the first row also builds what later rows reuse).
+
 Prints a table and writes JSON. Absolute figures mean something only on the GPU machine.
 
     python benchmarks/bench_throughput.py --kernelbench KB_CHECKOUT --solutions examples/kernelbench \
-        --levels 1,2 --copies 3 [--device cuda|cpu] [--jobs N]
+        --levels 1,2 --copies 3 [--device cuda|cpu] [--jobs 1,2,4] [--pools local,ray,local]
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from cuda_agent.bench.kernelbench import discover, parse_levels, parse_selection  # noqa: E402
 from cuda_agent.bench.pipeline import BenchOptions, default_jobs_per_gpu, run_benchmark  # noqa: E402
 from cuda_agent.bench.runner import RESULTS_FILE, BenchRun, ResultsLog  # noqa: E402
-from cuda_agent.cluster.pool import LocalJudgePool  # noqa: E402
+from cuda_agent.cluster import make_pool  # noqa: E402
 from cuda_agent.device import resolve_backend  # noqa: E402
 from cuda_agent.bench.solutions import BEST_DIR, find_candidates  # noqa: E402
 from cuda_agent.judge.config import JudgeConfig  # noqa: E402
@@ -45,7 +50,7 @@ STAGES = ("build", "start", "verify", "profile", "total")
 
 
 def copies_as_samples(kernelbench: Path, levels: list[int], selection, solutions: Path, destination: Path,
-                      copies: int) -> int:
+                      copies: int, tag: str = "") -> int:
     """Every solution ``copies`` times as agent-layout samples (level{N}/{stem}/{NN}/best/), each
     with a comment of its own appended to every source file. Returns the candidates written."""
     problems = [p for ps in discover(kernelbench, levels, selection).values() for p in ps]
@@ -62,7 +67,7 @@ def copies_as_samples(kernelbench: Path, levels: list[int], selection, solutions
                     shutil.copy(candidate.path, target / "model_new.py")
                 for path in target.rglob("*"):
                     if path.is_file() and path.suffix in COMMENTS:
-                        path.write_text(path.read_text() + f"\n{COMMENTS[path.suffix]} throughput copy {copy}\n")
+                        path.write_text(path.read_text() + f"\n{COMMENTS[path.suffix]} throughput copy {copy}{tag}\n")
                 written += 1
     return written
 
@@ -75,7 +80,9 @@ def main() -> None:
     parser.add_argument("--problems", action="append", default=None, help="as cuda-agent bench --problems")
     parser.add_argument("--copies", type=int, default=3, help="copies of every solution judged together")
     parser.add_argument("--device", default=None)
-    parser.add_argument("--jobs", type=int, default=None, help="evaluations at once per GPU")
+    parser.add_argument("--jobs", default=None, help="evaluations at once per GPU, or a list: 1,2,4")
+    parser.add_argument("--pools", default="local", help="pools in order, e.g. local,ray,local (the first row warms caches)")
+    parser.add_argument("--ray-address", default=None, help="with the ray pool: HOST:PORT (default: start one here)")
     parser.add_argument("--timing-seconds", type=float, default=None)
     parser.add_argument("--cache-dir", type=Path, default=None, help="judge cache (default: a fresh one)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "bench_throughput.json")
@@ -87,27 +94,53 @@ def main() -> None:
     if args.timing_seconds:
         config = replace(config, timing=replace(config.timing, target_seconds=args.timing_seconds))
     levels, selection = parse_levels(args.levels), parse_selection(args.problems)
-    out = work / "run"
-    samples = work / "samples"
-    count = copies_as_samples(args.kernelbench, levels, selection, args.solutions, samples, args.copies)
+    backend = resolve_backend(config.backend)
+    jobs_list = [int(j) for j in args.jobs.split(",")] if args.jobs else [default_jobs_per_gpu(backend, 1)]
+    rows = []
     try:
-        measure(args, config, levels, selection, out, samples, count, console)
+        for jobs in jobs_list:
+            for kind in args.pools.split(","):
+                # Every row judges copies of its own (another comment, another hash): none finds
+                # its builds cached by an earlier row.
+                row = f"{len(rows)}-{kind}-{jobs}"
+                out, samples = work / f"run-{row}", work / f"samples-{row}"
+                count = copies_as_samples(args.kernelbench, levels, selection, args.solutions, samples, args.copies,
+                                          tag=f" row {row}")
+                rows.append(measure(args, replace(config, backend=backend), kind, jobs, levels, selection, out,
+                                    samples, count, console))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    table = Table(title=f"bench throughput ({backend}, {rows[0]['candidates']} candidates a row)")
+    for column in ("pool", "jobs per GPU", "correct", "wall s", "per minute", "vs local",
+                   *(f"mean {s} s" for s in STAGES)):
+        table.add_column(column)
+    for row in rows:
+        # against the last local row at these jobs: "--pools local,ray,local" lets the first row
+        # pay for what every later one finds built (the precompiled header, the baselines)
+        local = next((r for r in reversed(rows) if r["pool"] == "local" and r["jobs_per_gpu"] == row["jobs_per_gpu"]),
+                     None)
+        row["vs_local"] = row["per_minute"] / local["per_minute"] if local else None
+        table.add_row(row["pool"], str(row["jobs_per_gpu"]), f"{row['correct']}/{row['judged']}", f"{row['seconds']:.1f}",
+                      f"{row['per_minute']:.2f}", f"{row['vs_local']:.3f}" if row["vs_local"] else "-",
+                      *(f"{row['mean_stage_seconds'].get(s, 0.0):.1f}" for s in STAGES))
+    Console().print(table)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"command": " ".join(sys.argv), "rows": rows}, indent=1, default=str))
 
 
-def measure(args, config, levels, selection, out: Path, samples: Path, count: int, console: Console) -> None:
-
+def measure(args, config, kind: str, jobs: int, levels, selection, out: Path, samples: Path, count: int,
+            console: Console) -> dict:
+    """One row: the candidates judged with ``kind`` pool at ``jobs`` per GPU."""
     # Warm-up: every reference checked and its baselines cached, in the run's own results file.
     started = time.perf_counter()
-    backend = resolve_backend(config.backend)
-    jobs = args.jobs or default_jobs_per_gpu(backend, 1)
-    with LocalJudgePool(replace(config, backend=backend), jobs) as pool:
-        asyncio.run(BenchRun(out, discover(args.kernelbench, levels, selection), {}).run([pool], jobs, console))
+    with make_pool(kind, config, jobs, args.ray_address if kind == "ray" else None) as pool:
+        feeders = pool.max_concurrent if kind == "ray" else jobs
+        asyncio.run(BenchRun(out, discover(args.kernelbench, levels, selection), {}).run([pool], feeders, console))
     warm_s = time.perf_counter() - started
 
     options = BenchOptions(kernelbench=args.kernelbench, out=out, levels=levels, problem_ids=selection,
-                           solutions=samples, judge=config, gpus=1, jobs_per_gpu=jobs)
+                           solutions=samples, judge=config, gpus=None if kind == "ray" else 1, jobs_per_gpu=jobs,
+                           pool=kind, ray_address=args.ray_address if kind == "ray" else None)
     started = time.perf_counter()
     report, _ = run_benchmark(options, console=console)
     seconds = time.perf_counter() - started
@@ -117,21 +150,13 @@ def measure(args, config, levels, selection, out: Path, samples: Path, count: in
     stages = {s: statistics.mean(values) for s in STAGES
               if (values := [r["stage_seconds"][s] for r in judged if s in r["stage_seconds"]])}
     settings = report["settings"]
-    result = {"device": report.get("device"), "backend": settings["backend"], "gpus": settings["gpus"],
-              "jobs_per_gpu": settings["jobs_per_gpu"], "levels": levels, "copies": args.copies,
-              "candidates": count, "judged": len(records), "correct": sum(bool(r.get("correct")) for r in records),
-              "warm_up_seconds": warm_s, "seconds": seconds, "per_minute": 60.0 * len(records) / seconds, "mean_stage_seconds": stages}
-    table = Table(title=f"bench throughput ({settings['backend']}, {settings['gpus']} device(s), "
-                        f"{settings['jobs_per_gpu']} jobs each)")
-    for column in ("candidates", "correct", "wall s", "per minute",
-                   *(f"mean {s} s" for s in STAGES)):
-        table.add_column(column)
-    Console().print(f"warm-up (reference checks, baselines into the cache): {warm_s:.1f} s")
-    table.add_row(str(len(records)), str(result["correct"]), f"{seconds:.1f}", f"{result['per_minute']:.2f}",
-                  *(f"{stages.get(s, 0.0):.1f}" for s in STAGES))
-    Console().print(table)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=1, default=str))
+    Console().print(f"{kind} pool, {jobs} job(s) per GPU: warm-up (reference checks, baselines) {warm_s:.1f} s, "
+                    f"{len(records)} candidates in {seconds:.1f} s")
+    return {"pool": kind, "device": report.get("device"), "backend": settings["backend"], "gpus": settings["gpus"],
+            "jobs_per_gpu": jobs, "levels": levels, "copies": args.copies, "candidates": count,
+            "judged": len(records), "correct": sum(bool(r.get("correct")) for r in records),
+            "warm_up_seconds": warm_s, "seconds": seconds, "per_minute": 60.0 * len(records) / seconds,
+            "mean_stage_seconds": stages}
 
 
 if __name__ == "__main__":

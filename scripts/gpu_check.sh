@@ -4,7 +4,9 @@
 # benchmarks (repeatability and KernelBench's timer side by side, timing methods, latency, timing
 # fidelity, guard overhead), the agent's GPU episode and overhead
 # benchmark, and `cuda-agent bench` over a KernelBench checkout ($KERNELBENCH, default
-# ./.kernelbench) with the hand-written solutions of examples/kernelbench, and its throughput.
+# ./.kernelbench) with the hand-written solutions of examples/kernelbench, and its throughput
+# (THROUGHPUT_FLAGS="--jobs 1,2,4" for one row per judges-per-GPU; "--pools local,ray,local"
+# where Ray is installed), and honest judges refused under load.
 # Results go to $OUT (default ./gpu-results).
 #
 #   scripts/gpu_check.sh            # all
@@ -20,7 +22,7 @@ if compgen -G ".whl/*.whl" > /dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
     && export PYTHONPATH="/tmp/site:$PYTHONPATH"
 fi
-parts=${*:-tests examples demo repeatability methods bench guards agent kernelbench throughput synth}
+parts=${*:-tests examples demo repeatability methods bench guards agent kernelbench throughput refusals synth}
 status=0
 
 {
@@ -88,8 +90,12 @@ PY
     throughput)
       python3 benchmarks/bench_throughput.py --kernelbench "${KERNELBENCH:-.kernelbench}" --solutions examples/kernelbench \
         --levels 1,2 --problems "${KB_PROBLEMS_L1:-1:12,40,88}" --problems "${KB_PROBLEMS_L2:-2:12,63,76,86}" \
-        --copies "${COPIES:-3}" --device cuda --cache-dir "$CUDA_AGENT_CACHE" --json "$OUT/bench_throughput.json" 2>&1 \
-        | tee "$OUT/bench_throughput.txt" || status=1 ;;
+        --copies "${COPIES:-3}" --device cuda --cache-dir "$CUDA_AGENT_CACHE" --json "$OUT/bench_throughput.json" \
+        ${THROUGHPUT_FLAGS:-} 2>&1 | tee "$OUT/bench_throughput.txt" || status=1 ;;
+    refusals)
+      # Honest judges refused by the timing integrity checks under the pool's default load.
+      python3 benchmarks/false_refusals.py --device cuda --n "${REFUSAL_N:-100}" --out "$OUT/false_refusals.json" 2>&1 \
+        | tee "$OUT/false_refusals.txt" || status=1 ;;
     synth)
       # A time-boxed, resumable synthesis run: call again (same SYNTH_RUN) to go on where it
       # stopped. The run folder comes back as synth-run.tgz.

@@ -136,6 +136,9 @@ def test_time_limits_and_dying_jobs():
         with pytest.raises(WorkerLost, match="died twice"):
             asyncio.run(pool.run(os._exit, (3,)))
         assert asyncio.run(pool.run(abs, (-2,))) == 2  # the worker carries on with fresh processes
+        with pytest.raises(ValueError, match="invalid literal"):
+            asyncio.run(pool.run(int, ("x",)))  # the job's own exception reaches the caller
+        assert asyncio.run(pool.run(abs, (-3,))) == 3 and not pool.busy  # and the worker is free again
     finally:
         pool.close()
 

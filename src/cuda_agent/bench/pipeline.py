@@ -63,6 +63,7 @@ def visible_gpus(backend: str) -> int:
 def run_benchmark(options: BenchOptions, console: Console | None = None) -> tuple[dict, dict[str, Path]]:
     """Judge what is not yet judged, then write the report; returns (report, written files)."""
     from ..cluster import make_pool
+    from ..cluster.pool import SpreadJudgePool
     from ..device import resolve_backend
 
     if (options.solutions is None) == (options.agent is None):
@@ -102,7 +103,8 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
         if options.agent is not None:
             solutions = options.out / AGENT_DIR
             if not options.report_only:
-                options.agent(problems, solutions, pools[0])
+                # every GPU's pool: the episodes' judges spread over all of them
+                options.agent(problems, solutions, pools[0] if len(pools) == 1 else SpreadJudgePool(pools))
         candidates, unmatched = find_candidates(solutions, [p for ps in problems.values() for p in ps])
         if console is not None and unmatched:
             console.print(f"[yellow]not matched to any selected problem:[/] {', '.join(unmatched[:10])}"

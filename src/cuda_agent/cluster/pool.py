@@ -151,3 +151,33 @@ class LocalJudgePool:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class SpreadJudgePool:
+    """Several pools as one (one per GPU): each run goes to the pool with the fewest runs in
+    flight, so the agent's episodes use every GPU. The pools stay their owner's to close."""
+
+    def __init__(self, pools: list[Any]) -> None:
+        if not pools:
+            raise ValueError("SpreadJudgePool needs at least one pool")
+        self.pools = list(pools)
+        self.backend = self.pools[0].backend
+        self.cache_dir = self.pools[0].cache_dir
+        self.in_flight = [0] * len(self.pools)
+
+    async def _on_least_busy(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        index = min(range(len(self.pools)), key=self.in_flight.__getitem__)
+        self.in_flight[index] += 1
+        try:
+            return await getattr(self.pools[index], method)(*args, **kwargs)
+        finally:
+            self.in_flight[index] -= 1
+
+    async def evaluate(self, task: Task, solution: Solution, stage: str, **kwargs: Any) -> Verdict:
+        return await self._on_least_busy("evaluate", task, solution, stage, **kwargs)
+
+    async def check_reference(self, task: Task) -> ReferenceReport:
+        return await self._on_least_busy("check_reference", task)
+
+    def close(self) -> None:
+        pass

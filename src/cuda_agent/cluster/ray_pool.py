@@ -197,6 +197,10 @@ class RayWorkerPool:
                 self._lost(index)
                 self.retried += 1
                 continue  # judged again on another actor; the lost run returned nothing
+            except BaseException:  # the job itself raised: the actor is free again
+                self.busy.discard(index)
+                self._idle.put_nowait(index)
+                raise
             self.busy.discard(index)
             self._idle.put_nowait(index)
             if status == "ok":
