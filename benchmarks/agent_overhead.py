@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from agent.servers import OpenAIServer, Reply  # noqa: E402  (the scripted loopback server)
-from cuda_agent.agent.llm import make_client  # noqa: E402
-from cuda_agent.agent.llm.retry import RetryPolicy  # noqa: E402
+from cuda_agent.llm import make_client  # noqa: E402
+from cuda_agent.llm.retry import RetryPolicy  # noqa: E402
 from cuda_agent.agent.loop import AgentSettings  # noqa: E402
 from cuda_agent.agent.runner import plan_episodes, run_episodes, summarise  # noqa: E402
 from cuda_agent.cluster import LocalJudgePool  # noqa: E402

@@ -276,6 +276,13 @@ def test_single_file_load_inline_solution_is_correct(cpu_judge, task, fixture_so
     assert v.settings["layout"] == "single_file"
 
 
+def test_compile_stage_of_a_single_file_solution_says_it_built_nothing(cpu_judge, task, fixture_solution):
+    broken = cpu_judge.compile(task, fixture_solution("single_file/load_inline_compile_error.py"))
+    assert broken.status == "ok" and "nothing built yet" in broken.feedback and "compiled" not in broken.feedback
+    assert broken.build["built"] is False
+    assert cpu_judge.verify(task, fixture_solution("single_file/load_inline_compile_error.py")).status == "compile_error"
+
+
 def test_single_file_load_inline_compile_error(cpu_judge, task, fixture_solution):
     v = cpu_judge.verify(task, fixture_solution("single_file/load_inline_compile_error.py"))
     assert v.status == "compile_error", v.feedback

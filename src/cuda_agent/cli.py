@@ -158,7 +158,7 @@ def optimize(
     """Let a model optimise TASK in a workspace, with the judge behind compile/verify/profile."""
     import asyncio
 
-    from .agent.llm import make_client
+    from .llm import make_client
     from .agent.loop import AgentSettings
     from .agent.runner import plan_episodes, run_episodes, summary_table, write_summary
     from .cluster import make_pool
@@ -272,7 +272,7 @@ def _bench_agent(model: str, provider: str, base_url: Optional[str], tool_protoc
     def run(problems: dict, directory: Path, pool) -> None:
         import asyncio
 
-        from .agent.llm import make_client
+        from .llm import make_client
         from .agent.loop import AgentSettings
         from .agent.runner import EpisodeSpec, run_episodes
         from .device import probe_device

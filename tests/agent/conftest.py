@@ -8,8 +8,8 @@ from typing import Callable
 
 import pytest
 
-from cuda_agent.agent.llm import make_client
-from cuda_agent.agent.llm.retry import RetryPolicy
+from cuda_agent.llm import make_client
+from cuda_agent.llm.retry import RetryPolicy
 from cuda_agent.agent.loop import AgentSettings, Episode, EpisodeResult
 from cuda_agent.cluster import LocalJudgePool
 

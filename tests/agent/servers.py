@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Union
 
-from cuda_agent.agent.messages import Message, ToolCall, Usage, estimate_tokens
+from cuda_agent.llm.messages import Message, ToolCall, Usage, estimate_tokens
 
 
 @dataclass

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.agent.messages import ToolCall
+from cuda_agent.llm.messages import ToolCall
 from cuda_agent.agent.tools import ToolBox, ToolContext, ToolLimits, ToolOutput, default_tools
 from cuda_agent.agent.tools import shell
 from cuda_agent.judge.landlock import LandlockError, abi_version

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from cuda_agent.agent.context import ELIDED_PREFIX, ContextBudget, elide_arguments
-from cuda_agent.agent.messages import Message, ToolCall, Usage
+from cuda_agent.llm.messages import Message, ToolCall, Usage
 
 
 def conversation(big: str) -> list[Message]:

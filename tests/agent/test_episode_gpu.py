@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 if not torch.cuda.is_available():
     pytest.skip("needs an NVIDIA GPU with CUDA (torch.cuda.is_available() is False)", allow_module_level=True)
 
-from cuda_agent.agent.llm import make_client  # noqa: E402
+from cuda_agent.llm import make_client  # noqa: E402
 from cuda_agent.agent.loop import AgentSettings, Episode  # noqa: E402
 from cuda_agent.cluster import LocalJudgePool  # noqa: E402
 from cuda_agent.device import probe_device  # noqa: E402

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from cuda_agent.agent.llm import ContextOverflowError, LLMError, make_client
-from cuda_agent.agent.llm.anthropic_client import AnthropicClient, tool_input
-from cuda_agent.agent.llm.openai_client import OpenAIClient
-from cuda_agent.agent.llm.retry import RetryPolicy, TransientError, http_failure, parse_retry_after
-from cuda_agent.agent.llm.text_protocol import parse_tool_calls, render_tools, to_text_messages
-from cuda_agent.agent.messages import Completion, Message, ToolCall, Usage, tool_schema
+from cuda_agent.llm import ContextOverflowError, LLMError, make_client
+from cuda_agent.llm.anthropic_client import AnthropicClient, tool_input
+from cuda_agent.llm.openai_client import OpenAIClient
+from cuda_agent.llm.retry import RetryPolicy, TransientError, http_failure, parse_retry_after
+from cuda_agent.llm.text_protocol import parse_tool_calls, render_tools, to_text_messages
+from cuda_agent.llm.messages import Completion, Message, ToolCall, Usage, tool_schema
 
 from .servers import AnthropicServer, Delay, HttpError, OpenAIServer, Reply
 
@@ -414,7 +414,7 @@ def test_make_client_errors(call: Any, message: str) -> None:
 
 
 def test_tool_protocols_defined_once() -> None:
-    from cuda_agent.agent.llm import TOOL_PROTOCOLS, openai_client, text_protocol
+    from cuda_agent.llm import TOOL_PROTOCOLS, openai_client, text_protocol
 
     assert TOOL_PROTOCOLS is text_protocol.TOOL_PROTOCOLS == ("native", "text")
     assert not hasattr(openai_client, "TOOL_PROTOCOLS")
@@ -524,7 +524,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_hf_generates_and_counts_tokens_exactly(tiny_model: Path) -> None:
     from transformers import AutoTokenizer
 
-    from cuda_agent.agent.llm import HFClient
+    from cuda_agent.llm import HFClient
 
     client = make_client("hf", str(tiny_model), device="cpu", max_new_tokens=7)
     assert isinstance(client, HFClient)
@@ -542,7 +542,7 @@ def test_hf_generates_and_counts_tokens_exactly(tiny_model: Path) -> None:
 
 @pytest.mark.slow  # loads transformers and builds a model
 def test_hf_context_window(tiny_model: Path) -> None:
-    from cuda_agent.agent.llm import HFClient
+    from cuda_agent.llm import HFClient
 
     client = HFClient(str(tiny_model), device="cpu", max_new_tokens=5)
     with pytest.raises(ContextOverflowError, match=f"at most {POSITIONS}"):
@@ -563,7 +563,7 @@ def test_hf_falls_back_to_a_plain_template(tmp_path: Path) -> None:
     pytest.importorskip("transformers")
     from transformers import AutoTokenizer
 
-    from cuda_agent.agent.llm import HFClient
+    from cuda_agent.llm import HFClient
 
     directory = build_tiny_model(tmp_path, chat_template=None)
     completion = run(complete_once(HFClient(str(directory), device="cpu", max_new_tokens=3), START, []))
@@ -597,7 +597,7 @@ class ThreadRecorder:
 
 @pytest.mark.slow  # loads transformers and builds a model
 def test_hf_works_off_the_event_loop_and_holds_one_thread(tiny_model: Path) -> None:
-    from cuda_agent.agent.llm import HFClient
+    from cuda_agent.llm import HFClient
 
     client = HFClient(str(tiny_model), device="cpu", max_new_tokens=3)
     recorder = ThreadRecorder(client.tokenizer)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from cuda_agent.agent.messages import Message, ToolCall
+from cuda_agent.llm.messages import Message, ToolCall
 from cuda_agent.agent.replay import render_html, render_trajectory, verdict_line, write_html
 from cuda_agent.agent.trajectory import Trajectory, TrajectoryWriter, load_trajectory
 from cuda_agent.judge.timing import TimingStats

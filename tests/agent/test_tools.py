@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cuda_agent.agent.messages import ToolCall
+from cuda_agent.llm.messages import ToolCall
 from cuda_agent.agent.tools import (Tool, ToolBox, ToolContext, ToolLimits, ToolOutput, default_tools,
                                     protected_files)
 from cuda_agent.cluster import LocalJudgePool

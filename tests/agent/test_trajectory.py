@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cuda_agent.agent.messages import Message, ToolCall, Usage
+from cuda_agent.llm.messages import Message, ToolCall, Usage
 from cuda_agent.agent.trajectory import (FORMAT_VERSION, Trajectory, TrajectoryError, TrajectoryWriter,
                                          load_trajectory, resume_state)
 from cuda_agent.errors import CudaAgentError

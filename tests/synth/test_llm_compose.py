@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from agent.servers import HttpError, OpenAIServer, Reply
-from cuda_agent.agent.llm import LLMError
-from cuda_agent.agent.llm.retry import RetryPolicy
+from cuda_agent.llm import LLMError
+from cuda_agent.llm.retry import RetryPolicy
 from cuda_agent.errors import SynthesisError
 from cuda_agent.synth.llm_compose import (
     CompositionError,

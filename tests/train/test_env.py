@@ -8,7 +8,7 @@ import json
 import pytest
 
 from cuda_agent.agent.env import NUDGE, EnvSettings, KernelEnv
-from cuda_agent.agent.messages import Message, ToolCall
+from cuda_agent.llm.messages import Message, ToolCall
 
 
 def reply(*calls):

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from cuda_agent.agent.env import KernelEnv
-from cuda_agent.agent.messages import Message, ToolCall
+from cuda_agent.llm.messages import Message, ToolCall
 from cuda_agent.cluster import LocalJudgePool
 from cuda_agent.train.demo import family
 from cuda_agent.train.demo.run import demo_judge_config

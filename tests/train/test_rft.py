@@ -151,7 +151,7 @@ def test_a_rerun_of_collection_replaces_its_trajectories_instead_of_doubling_the
 
 
 def test_one_converter_gives_the_request_the_rows_and_the_chat_template_forms():
-    from cuda_agent.agent.messages import Message, ToolCall, openai_message, with_object_arguments
+    from cuda_agent.llm.messages import Message, ToolCall, openai_message, with_object_arguments
 
     reply = Message("assistant", "", [ToolCall("c0", "read", '{"path": "model.py"}'), ToolCall("c1", "bash", '{"cut')])
     result = Message("tool", "ok", tool_call_id="c0", name="read")

@@ -120,3 +120,19 @@ def test_verl_dry_run_prints_the_command_even_without_verl(tmp_path, fixtures_di
     assert "ppo_max_token_len_per_gpu=32768" in result.stdout
     assert "reward_kwargs.concurrency=16" in result.stdout and "reward_kwargs.cache_dir=" in result.stdout
     assert "trainer.total_training_steps=170" in result.stdout
+
+
+def test_the_judge_pool_on_ray_reaches_verls_reward_and_agent_loop(tmp_path, fixtures_dir, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "verl", None)
+    rows = tmp_path / "rows.parquet"
+    invoke("data", fixtures_dir / "tasks", "--out", rows, "--backend", "cpu")
+    base = ("warmup", "--model", "Qwen/Qwen2.5-7B-Instruct", "--data", rows, "--out", tmp_path / "runs", "--dry-run")
+    result = invoke(*base, "--judge-pool", "ray", "--judge-ray-resource", "judge")
+    assert result.exit_code == 0, result.output
+    assert "reward_kwargs.pool=ray" in result.stdout and "reward_kwargs.ray_resource=judge" in result.stdout
+    wrong = invoke(*base, "--judge-pool", "dask")
+    assert wrong.exit_code != 0 and "--judge-pool takes local or ray" in str(wrong.exception or wrong.output)
+    joined = invoke(*base, "--judge-pool", "ray", "--ray-address", "10.0.0.1:6379")
+    assert joined.exit_code != 0 and "leave --ray-address out" in str(joined.exception or joined.output)

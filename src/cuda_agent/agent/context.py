@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .messages import CHARS_PER_TOKEN, Message, Usage
+from ..llm.messages import CHARS_PER_TOKEN, Message, Usage
 
 ELIDED = "[older tool output elided to fit the context window ({chars} characters)]"
 ELIDED_PREFIX = ELIDED.split("(")[0]

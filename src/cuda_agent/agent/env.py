@@ -33,7 +33,7 @@ from ..device import DeviceInfo
 from ..task import Task
 from ..workspace import SKILL_FILE, create_workspace
 from .best import BestSolution, better, candidate_from_verdict
-from .messages import Message, ToolCall
+from ..llm.messages import Message, ToolCall
 from .prompt import opening_messages
 from .text import cap_text
 from .tools import ToolBox, default_tools, protected_files

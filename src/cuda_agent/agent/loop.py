@@ -39,8 +39,8 @@ from ..task import Task
 from .best import BestSolution, export_solution
 from .context import ContextBudget
 from .env import CUT_OFF, NUDGE, EnvSettings, KernelEnv, ToolRecord
-from .llm.base import ContextOverflowError, LLMClient, LLMError
-from .messages import Message, Usage, estimate_tokens
+from ..llm.base import ContextOverflowError, LLMClient, LLMError
+from ..llm.messages import Message, Usage, estimate_tokens
 from .tools.base import ToolLimits
 from .trajectory import TrajectoryWriter, load_trajectory, resume_state
 

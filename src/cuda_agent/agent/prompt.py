@@ -7,7 +7,7 @@ the device's facts; the agent section added here says how the tools map onto tha
 from __future__ import annotations
 
 from ..task import Task
-from .messages import Message
+from ..llm.messages import Message
 
 AGENT_GUIDE = """\
 # Working in this environment

@@ -23,9 +23,9 @@ from rich.text import Text
 from ..device import DeviceInfo
 from ..files import write_atomic
 from ..task import Task
-from .llm.base import LLMClient
+from ..llm.base import LLMClient
 from .loop import AgentSettings, Episode, EpisodeResult, EpisodeStatus
-from .messages import Usage
+from ..llm.messages import Usage
 from .replay import fmt_speedup
 
 SUMMARY_FILE = "summary.json"

@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -60,7 +59,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import CudaAgentError
-from .messages import Message, Usage
+from ..judge.verdict import finite
+from ..llm.messages import Message, Usage
 
 FORMAT_VERSION = 1
 EVENT_TYPES = ("header", "message", "tool", "best", "note", "end")
@@ -128,7 +128,7 @@ def _dumps(event: dict[str, Any]) -> str:
     try:
         return json.dumps(event, allow_nan=False, default=_plain)
     except ValueError:  # inf or nan somewhere: JSON has neither, record null as verdicts do
-        return json.dumps(_finite(event), allow_nan=False, default=_plain)
+        return json.dumps(finite(event), allow_nan=False, default=_plain)
 
 
 def _plain(value: Any) -> Any:
@@ -140,16 +140,6 @@ def _plain(value: Any) -> Any:
         return list(value)
     raise TypeError(f"a trajectory event holds a {type(value).__name__}, which is not plain JSON; "
                     "convert it to dicts, lists, strings and numbers first")
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
 
 
 def _cut_partial_tail(path: Path) -> int:

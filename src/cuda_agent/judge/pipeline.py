@@ -82,6 +82,9 @@ class _Stop(Exception):
     """Ends a run early; the verdict already says why."""
 
 
+NOT_BUILT_AT_COMPILE = ("format and rules checked, nothing built yet: a single-file solution builds its "
+                        "extension with load_inline when verify imports it, and its build errors show there")
+
 class Judge:
     """Judges candidate solutions for tasks. Reusable and safe to share across threads."""
 
@@ -204,7 +207,8 @@ class Judge:
                                           _median(verdict, "compile"), cfg.margin)
         verdict.reward_continuous = continuous_reward(verdict.correct, candidate, _median(verdict, "compile"))
         if stage == "compile" and verdict.status == "ok":
-            verdict.feedback = "compiled successfully (not yet verified)"
+            verdict.feedback = "compiled successfully (not yet verified)" if solution.layout == "workspace" else \
+                NOT_BUILT_AT_COMPILE
         else:
             verdict.feedback = render_feedback(verdict)
         return verdict
@@ -228,7 +232,9 @@ class Judge:
                 _fail(verdict, "forbidden", f"{len(violations)} violation(s) of the judge's rules: "
                       + ", ".join(rules))
         if solution.layout != "workspace":
-            return None  # a single-file solution builds itself with load_inline when imported
+            # a single-file solution builds itself with load_inline when imported, at verify
+            verdict.build = {"built": False, "note": NOT_BUILT_AT_COMPILE}
+            return None
         self.progress("building the extension")
         result = self.builder.build(solution)
         verdict.seconds["build"] = result.seconds

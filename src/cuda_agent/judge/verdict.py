@@ -67,7 +67,7 @@ class Verdict:
         """Plain data; non-finite numbers (an error of inf, say) become None, as JSON has none."""
         data = asdict(self)
         data["timings"] = {k: (v.to_dict() if v else None) for k, v in self.timings.items()}
-        return _finite(data)
+        return finite(data)
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False, default=str)
@@ -82,13 +82,14 @@ class Verdict:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def _finite(value: Any) -> Any:
+def finite(value: Any) -> Any:
+    """``value`` with every non-finite float (nan, inf) as None: JSON has no such numbers."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [finite(v) for v in value]
     return value
 
 

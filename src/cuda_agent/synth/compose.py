@@ -12,7 +12,6 @@ through ``get_init_inputs()``, float32 inputs from ``torch.randn``.
 
 from __future__ import annotations
 
-import math
 import random
 import re
 import warnings
@@ -22,7 +21,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from .estimate import H100, Estimate, GpuProfile, estimate_forward, fit_batch
+from .estimate import H100, ComposeSettings, Estimate, GpuProfile, estimate_forward, fit_batch
 from .records import Candidate, Seed
 from .seeds import build_call, resolve_target
 from .shapes import OPERAND_TOKENS, operand_shape, pick_width, resolve_all
@@ -46,23 +45,6 @@ BASE_BATCH = 8
 HEAVY_FIRST = 0.6        # chance that a task starts with a weighted op (conv, linear): light ops
                          # alone rarely reach the window within the memory bound
 DRAWS_PER_STEP = 25      # seeds tried before a step gives up
-
-
-@dataclass(frozen=True)
-class ComposeSettings:
-    window_ms: tuple[float, float] = (1.0, 100.0)
-    max_tensor_bytes: int = 1 << 30
-    profile: GpuProfile = H100
-
-    def target_range(self) -> tuple[float, float]:
-        """Aim inside the window with margin for the estimate's error: [2 x min, max / 2.5]."""
-        low, high = self.window_ms
-        lo, hi = low * 2, high / 2.5
-        return (lo, hi) if lo <= hi else (math.sqrt(low * high),) * 2
-
-    def draw_target(self, rng: random.Random) -> float:
-        lo, hi = self.target_range()
-        return math.exp(rng.uniform(math.log(lo), math.log(hi)))
 
 
 @dataclass

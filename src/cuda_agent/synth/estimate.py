@@ -14,6 +14,7 @@ streams at about 85% of HBM3's 3.35 TB/s.
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -138,3 +139,20 @@ def fit_batch(estimate_at: Callable[[int], Estimate], target_ms: float, max_tens
         if b_batch < 1:
             break
     return best
+
+
+@dataclass(frozen=True)
+class ComposeSettings:
+    window_ms: tuple[float, float] = (1.0, 100.0)
+    max_tensor_bytes: int = 1 << 30
+    profile: GpuProfile = H100
+
+    def target_range(self) -> tuple[float, float]:
+        """Aim inside the window with margin for the estimate's error: [2 x min, max / 2.5]."""
+        low, high = self.window_ms
+        lo, hi = low * 2, high / 2.5
+        return (lo, hi) if lo <= hi else (math.sqrt(low * high),) * 2
+
+    def draw_target(self, rng: random.Random) -> float:
+        lo, hi = self.target_range()
+        return math.exp(rng.uniform(math.log(lo), math.log(hi)))

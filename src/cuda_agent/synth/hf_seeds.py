@@ -29,7 +29,7 @@ from typing import Any, Iterator
 
 import torch
 
-from cuda_agent.synth.estimate import estimate_forward, fit_batch
+from cuda_agent.synth.estimate import ComposeSettings, estimate_forward, fit_batch
 from cuda_agent.synth.records import Candidate, Seed
 
 # transformers itself is imported lazily, one modeling file at a time; without it there is nothing
@@ -170,8 +170,6 @@ def transformers_candidate(seed: Seed, index: int, rng: random.Random,
     ``max_tensor_bytes`` therefore gives small tasks. The result is kept only if its estimate lies
     within the window shrunk by ``margin`` on both sides; otherwise None.
     """
-    from .compose import ComposeSettings  # the torch composer's aim, shared
-
     lo, hi = window_ms
     target = ComposeSettings(window_ms=window_ms).draw_target(rng)
     sizes = _draw_sizes(seed, rng)

@@ -14,8 +14,8 @@ import ast
 import re
 from typing import Any, Iterable
 
-from ..agent.llm import LLMClient, make_client
-from ..agent.messages import Message
+from ..llm import LLMClient, make_client
+from ..llm.messages import Message
 from ..errors import SynthesisError, TaskFormatError
 from ..task import validate_task_source
 from .estimate import H100

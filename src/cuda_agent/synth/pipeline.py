@@ -225,7 +225,7 @@ class Synthesizer:
                     if candidate is not None:
                         break
             return candidate
-        from ..agent.llm import LLMError
+        from ..llm import LLMError
         from .llm_compose import CompositionError
 
         n_ops = int(category.split("#")[1])

@@ -231,7 +231,7 @@ def _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, gen
 def _collect(model, rows, directory, pool, episodes, device) -> None:
     import asyncio
 
-    from ..agent.llm import make_client
+    from ..llm import make_client
     from ..agent.runner import plan_episodes, run_episodes, write_summary
     from .rows import task_of_row
 

@@ -24,7 +24,7 @@ import json
 import re
 from pathlib import PurePosixPath
 
-from ..agent.llm.text_protocol import CALL_OPEN, parse_tool_calls
+from ..llm.text_protocol import CALL_OPEN, parse_tool_calls
 from ..errors import CudaAgentError
 from ..solution import KERNEL_DIR, KERNEL_SUFFIXES, MAX_FILE_BYTES, MAX_FILES, MODEL_FILE, Solution
 

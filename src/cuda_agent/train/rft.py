@@ -16,7 +16,7 @@ A kept trajectory becomes one row: ``messages`` in OpenAI's format (assistant ``
 their arguments as JSON text, which Parquet can hold whatever the tool; ``role: tool`` results
 with ``tool_call_id``), ``tools`` (the agent's tool schemas, a list of dicts), and its task,
 reward and source file for reference. Readers turn the arguments back into objects
-(``agent.messages.with_object_arguments``) before a chat template sees them, as the verl loop
+(``llm.messages.with_object_arguments``) before a chat template sees them, as the verl loop
 renders them in rollouts.
 """
 
@@ -29,7 +29,7 @@ from typing import Any
 
 import jsonschema
 
-from ..agent.messages import openai_message
+from ..llm.messages import openai_message
 from ..agent.trajectory import Trajectory, TrajectoryError, load_trajectory
 from .models import reward_key
 from .rows import DatasetError, tool_schemas

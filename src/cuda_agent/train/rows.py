@@ -22,8 +22,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..agent.llm.text_protocol import to_text_messages
-from ..agent.messages import Message
+from ..llm.text_protocol import to_text_messages
+from ..llm.messages import Message
 from ..agent.prompt import opening_messages
 from ..agent.tools import default_tools
 from ..device import DeviceInfo

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..agent.llm.text_protocol import to_text_messages
-from ..agent.messages import Message, ToolCall, with_object_arguments
+from ..llm.text_protocol import to_text_messages
+from ..llm.messages import Message, ToolCall, with_object_arguments
 from .extras import TrainError, require
 from .cpu_memory import keep_freed_memory
 from .models import FINAL, last_checkpoint, save_final

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.env import EnvSettings, KernelEnv
-from ..agent.llm.text_protocol import parse_tool_calls
-from ..agent.messages import Message, openai_message
+from ..llm.text_protocol import parse_tool_calls
+from ..llm.messages import Message, openai_message
 from .extras import require
 from .rft import LOOP_LOG_FORMAT
 from .rows import AGENT_NAME, task_of_row

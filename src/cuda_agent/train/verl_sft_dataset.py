@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
 
-from cuda_agent.agent.messages import with_object_arguments
+from cuda_agent.llm.messages import with_object_arguments
 from cuda_agent.train.rft import without_nulls
 
 

@@ -27,6 +27,8 @@ from .starter import render_model_new
 REFERENCE_FILE = "model.py"
 SKILL_FILE = "SKILL.md"
 INFRA_FILES = ("binding_registry.h", "binding.cpp")
+# what the agent may read but never change: the task and the judge's files
+PROTECTED_FILES = (REFERENCE_FILE, SKILL_FILE, *INFRA_FILES)
 READ_ONLY = 0o444
 WRITABLE = 0o644
 

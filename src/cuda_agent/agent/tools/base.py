@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ...task import Task
-from ..messages import tool_schema
+from ...llm.messages import tool_schema
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ...files import write_atomic
+from ...workspace.layout import PROTECTED_FILES
 from .base import Tool, ToolContext, ToolError, ToolLimits, ToolOutput
 from .paths import relative, resolve, resolve_writable
 
@@ -134,7 +135,7 @@ class ReadTool(BlockingTool):
         "range at most {max_lines} lines are shown, from the start, with a notice saying how to "
         "read on; give offset (first line, 1-based) and limit (number of lines) to read a part of "
         "a long file. Lines longer than 2000 characters are cut. A file must be read before write "
-        "may overwrite it. Reading the protected files (model.py, SKILL.md, binding files) is fine."
+        "may overwrite it. Reading the protected files (" + ", ".join(PROTECTED_FILES) + ") is fine."
     )
     parameters = {
         "type": "object",
@@ -192,7 +193,7 @@ class WriteTool(BlockingTool):
         "Write a whole file in the workspace, creating it (and its parent directories) or "
         "replacing it. An existing file may only be overwritten after it was read in this "
         "episode (read it first); for changes to part of a file prefer edit or multi_edit. "
-        "The protected files (model.py, SKILL.md, binding_registry.h, binding.cpp) cannot be "
+        "The protected files (" + ", ".join(PROTECTED_FILES) + ") cannot be "
         "written, nor anything outside the workspace."
     )
     parameters = {

@@ -16,8 +16,8 @@ from typing import Any
 
 import jsonschema
 
-from ...workspace.layout import INFRA_FILES, REFERENCE_FILE, SKILL_FILE
-from ..messages import ToolCall
+from ...workspace.layout import PROTECTED_FILES
+from ...llm.messages import ToolCall
 from ..text import cap_text
 from .base import Tool, ToolContext, ToolError, ToolLimits, ToolOutput
 from .files import EditTool, MultiEditTool, ReadTool, WriteTool
@@ -34,7 +34,7 @@ _JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", in
 
 def protected_files() -> frozenset[str]:
     """The workspace files the agent may read but never change: the task and the judge's files."""
-    return frozenset((REFERENCE_FILE, SKILL_FILE, *INFRA_FILES))
+    return frozenset(PROTECTED_FILES)
 
 
 def default_tools(limits: ToolLimits | None = None) -> list[Tool]:

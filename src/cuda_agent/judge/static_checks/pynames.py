@@ -120,13 +120,13 @@ class Names:
                 return {f"{m}.{node.id}" if m else node.id for m in self.stars}
             return set()
         if isinstance(node, ast.Call):
-            literal = _str_arg(node, 1)
+            literal = str_arg(node, 1)
             func = node.func
             if isinstance(func, ast.Name) and self.is_builtin(func.id):
                 if func.id == "getattr" and literal is not None and node.args:
                     return {f"{b}.{literal}" for b in self.resolve(node.args[0], depth + 1)}
                 if func.id == "__import__":
-                    name = _str_arg(node, 0)
+                    name = str_arg(node, 0)
                     if name is None:
                         return set()
                     has_fromlist = len(node.args) >= 4 or any(k.arg == "fromlist" for k in node.keywords)
@@ -136,7 +136,7 @@ class Names:
                 return set()
             origins = self.resolve(func, depth + 1)
             if origins & {"importlib.import_module", "importlib.__import__"}:
-                name = _str_arg(node, 0)
+                name = str_arg(node, 0)
                 return {name} if name else set()
             return set()
         if isinstance(node, ast.Subscript):
@@ -152,7 +152,8 @@ class Names:
         return set()
 
 
-def _str_arg(call: ast.Call, index: int) -> str | None:
+def str_arg(call: ast.Call, index: int) -> str | None:
+    """The call's positional argument ``index`` when it is a string literal."""
     if len(call.args) > index:
         arg = call.args[index]
         if isinstance(arg, ast.Constant) and isinstance(arg.value, str):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from . import vocab
 from .cpp_scan import CppSource
 from .inline_sources import LOAD_INLINE, find_inline_sources
-from .pynames import Names, longest_prefix, under
+from .pynames import Names, longest_prefix, str_arg, under
 from .report import Report
 from .task_ops import TaskOps
 
@@ -79,14 +79,6 @@ _PRIVATE_OK = ("torch.ops", "torch.nn.init", "torch.nn.modules.utils")
 
 def _is_dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__") and len(name) > 4
-
-
-def _str_arg(call: ast.Call, index: int) -> str | None:
-    if len(call.args) > index:
-        arg = call.args[index]
-        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-            return arg.value
-    return None
 
 
 def _in_compute_namespace(origin: str, called: bool) -> bool:
@@ -211,7 +203,7 @@ class _PyScan:
                 recv = func.value
                 return (isinstance(recv, ast.Name) and recv.id == "self") or self._is_module_expr(recv)
             if isinstance(func, ast.Name) and func.id == "getattr" and self.names.is_builtin("getattr"):
-                literal = _str_arg(node, 1)
+                literal = str_arg(node, 1)
                 return (literal is not None and literal in self.module_attrs
                         and isinstance(node.args[0], ast.Name) and node.args[0].id == "self")
             return False
@@ -238,7 +230,7 @@ class _PyScan:
                         self._mark_module_target(node.target)
                 elif isinstance(node, ast.Call):
                     func = node.func
-                    literal = _str_arg(node, 0) if isinstance(func, ast.Attribute) else _str_arg(node, 1)
+                    literal = str_arg(node, 0) if isinstance(func, ast.Attribute) else str_arg(node, 1)
                     value = None
                     if isinstance(func, ast.Attribute) and func.attr in ("add_module", "register_module") \
                             and len(node.args) >= 2:
@@ -578,7 +570,7 @@ class _PyScan:
             if not ctx.in_init and self._is_module_expr(func):
                 self.add("torch_compute", node, "calls an nn module, which runs PyTorch's forward")
             elif isinstance(func.func, ast.Name) and func.func.id == "getattr" and self.names.is_builtin("getattr"):
-                literal = _str_arg(func, 1)
+                literal = str_arg(func, 1)
                 if literal is not None and func.args:
                     origins = self.names.resolve(func)
                     for origin in sorted(origins):
@@ -593,7 +585,7 @@ class _PyScan:
 
     def _builtin_call(self, node: ast.Call, name: str) -> None:
         if name in ("getattr", "setattr", "delattr", "hasattr"):
-            literal = _str_arg(node, 1)
+            literal = str_arg(node, 1)
             if len(node.args) >= 2 and literal is None and name != "hasattr":
                 self.add("dynamic_code", node, f"`{name}` with a name computed at runtime hides what it reaches")
             if literal == "Model":

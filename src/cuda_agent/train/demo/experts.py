@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ...agent.loop import AgentSettings, Episode, EpisodeResult
-from ...agent.messages import Completion, Message, Usage
+from ...llm.messages import Completion, Message, Usage
 from ...task import Task
 from .family import expert_replies
 

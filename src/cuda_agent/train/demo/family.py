@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...agent.messages import Message, ToolCall
+from ...llm.messages import Message, ToolCall
 from ...task import Task, task_from_source
 
 DATA = Path(__file__).resolve().parent.parent / "demo_data"

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ...agent.llm.text_protocol import to_text_messages
+from ...llm.text_protocol import to_text_messages
 from ...files import write_atomic
 from ..curves import write_curve
 from ..reward import JudgeReward
@@ -186,7 +186,7 @@ def run_demo(out: Path, pool: Any, settings: DemoSettings | None = None,
 
 async def agent_episode(model_dir: str, task, pool: Any, out: Path, max_new_tokens: int,
                         device: str = "cpu") -> dict[str, Any]:
-    from ...agent.llm import make_client
+    from ...llm import make_client
     from ...agent.loop import AgentSettings, Episode
 
     client = make_client("hf", model_dir, device=device, max_new_tokens=max_new_tokens, temperature=0.0)

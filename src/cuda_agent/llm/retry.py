@@ -173,3 +173,22 @@ async def send_translated(send: Callable[[], Awaitable[T]], sdk: Any, *, provide
                              "needs longer") from exc
     except sdk.APIConnectionError as exc:
         raise TransientError(f"could not connect ({exc})") from exc
+
+
+class SdkClient:
+    """What the SDK clients share: a request body sent with counted, paced retries and read into
+    a ``Completion``. Subclasses set ``retry``, ``provider`` and ``_client`` (the SDK's async
+    client) and define ``request_body``, ``_send`` and ``_read``."""
+
+    async def complete(self, messages: list[Any], tools: list[dict[str, Any]]) -> Any:
+        request = self.request_body(messages, tools)
+        started = time.perf_counter()
+        response, retries = await call_with_retries(lambda: self._send(request), self.retry,
+                                                    provider=self.provider)
+        completion = self._read(response, request)
+        completion.latency_s = time.perf_counter() - started
+        completion.retries = retries
+        return completion
+
+    async def aclose(self) -> None:
+        await self._client.close()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from ...errors import CudaAgentError
-from ..messages import Completion, Message
+from ..errors import CudaAgentError
+from .messages import Completion, Message
 
 
 class LLMError(CudaAgentError):

@@ -5,12 +5,11 @@ served without a tool-call parser."""
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
-from ..messages import Completion, Message, ToolCall, Usage, estimate_tokens, openai_message
+from .messages import Completion, Message, ToolCall, Usage, estimate_tokens, openai_message
 from .base import LLMError
-from .retry import RetryPolicy, call_with_retries, send_translated
+from .retry import RetryPolicy, SdkClient, send_translated
 from .text_protocol import check_tool_protocol, parse_tool_calls, to_text_messages
 
 KEY_VARIABLE = "OPENAI_API_KEY"
@@ -18,7 +17,7 @@ FINISH_REASONS = {"stop": "stop", "tool_calls": "tool_calls", "function_call": "
                   "length": "length"}
 
 
-class OpenAIClient:
+class OpenAIClient(SdkClient):
     """Chat completions through the ``openai`` SDK, retried by ``RetryPolicy``."""
 
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, *,
@@ -41,18 +40,8 @@ class OpenAIClient:
         self._client = openai.AsyncOpenAI(api_key=resolve_key(api_key, base_url), base_url=base_url,
                                           timeout=timeout_s, max_retries=0)
 
-    async def complete(self, messages: list[Message], tools: list[dict[str, Any]]) -> Completion:
-        request = self.request_body(messages, tools)
-        started = time.perf_counter()
-        response, retries = await call_with_retries(lambda: self._send(request), self.retry,
-                                                    provider=self.provider)
-        completion = self.read_response(response, request["messages"])
-        completion.latency_s = time.perf_counter() - started
-        completion.retries = retries
-        return completion
-
-    async def aclose(self) -> None:
-        await self._client.close()
+    def _read(self, response: Any, request: dict[str, Any]) -> Completion:
+        return self.read_response(response, request["messages"])
 
     def request_body(self, messages: list[Message], tools: list[dict[str, Any]]) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model}

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-from ..messages import Completion, Message, Usage
+from .messages import Completion, Message, Usage
 from .base import ContextOverflowError, LLMError
 from .text_protocol import parse_tool_calls, to_text_messages
 

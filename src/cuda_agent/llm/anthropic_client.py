@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from typing import Any
 
-from ..messages import Completion, Message, ToolCall, Usage
+from .messages import Completion, Message, ToolCall, Usage
 from .base import LLMError
-from .retry import RetryPolicy, call_with_retries, send_translated
+from .retry import RetryPolicy, SdkClient, send_translated
 
 KEY_VARIABLE = "ANTHROPIC_API_KEY"
 STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls",
                 "max_tokens": "length", "model_context_window_exceeded": "length"}
 
 
-class AnthropicClient:
+class AnthropicClient(SdkClient):
     """Messages through the ``anthropic`` SDK, retried by ``RetryPolicy``."""
 
     def __init__(self, model: str, api_key: str | None = None, base_url: str | None = None, *,
@@ -37,18 +36,8 @@ class AnthropicClient:
         self._client = anthropic.AsyncAnthropic(api_key=key, base_url=base_url, timeout=timeout_s,
                                                 max_retries=0)
 
-    async def complete(self, messages: list[Message], tools: list[dict[str, Any]]) -> Completion:
-        request = self.request_body(messages, tools)
-        started = time.perf_counter()
-        response, retries = await call_with_retries(lambda: self._send(request), self.retry,
-                                                    provider=self.provider)
-        completion = read_response(response, self.model)
-        completion.latency_s = time.perf_counter() - started
-        completion.retries = retries
-        return completion
-
-    async def aclose(self) -> None:
-        await self._client.close()
+    def _read(self, response: Any, request: dict[str, Any]) -> Completion:
+        return read_response(response, self.model)
 
     def request_body(self, messages: list[Message], tools: list[dict[str, Any]]) -> dict[str, Any]:
         system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)

@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from ..messages import Message, ToolCall
+from .messages import Message, ToolCall
 from .base import LLMError
 
 # How a client passes tools to the model: the server's native tool calls, or this text protocol.
