@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from cuda_agent.synth.card import summarize  # noqa: E402
-from cuda_agent.synth.pipeline import SESSIONS, SynthOptions, read_log, run_synthesis, LOG_NAME  # noqa: E402
+from cuda_agent.synth.synthesis import SESSIONS, SynthOptions, read_log, run_synthesis, LOG_NAME  # noqa: E402
 from cuda_agent.synth.seeds import load_catalogue  # noqa: E402
 
 

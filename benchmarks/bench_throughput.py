@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from cuda_agent.bench.kernelbench import discover, parse_levels, parse_selection  # noqa: E402
-from cuda_agent.bench.pipeline import BenchOptions, default_jobs_per_gpu, run_benchmark  # noqa: E402
+from cuda_agent.bench.benchmark import BenchOptions, default_jobs_per_gpu, run_benchmark  # noqa: E402
 from cuda_agent.bench.runner import RESULTS_FILE, BenchRun, ResultsLog  # noqa: E402
 from cuda_agent.cluster import make_pool  # noqa: E402
 from cuda_agent.device import resolve_backend  # noqa: E402

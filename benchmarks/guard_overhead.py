@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from cuda_agent.device import resolve_backend  # noqa: E402
 from cuda_agent.judge.config import JudgeConfig  # noqa: E402
-from cuda_agent.judge.pipeline import Judge  # noqa: E402
+from cuda_agent.judge.judge import Judge  # noqa: E402
 from cuda_agent.solution import load_solution  # noqa: E402
 from cuda_agent.task import load_task  # noqa: E402
 

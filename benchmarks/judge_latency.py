@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from cuda_agent.device import resolve_backend  # noqa: E402
 from cuda_agent.judge.config import JudgeConfig  # noqa: E402
-from cuda_agent.judge.pipeline import Judge  # noqa: E402
+from cuda_agent.judge.judge import Judge  # noqa: E402
 from cuda_agent.solution import CUDA_SOURCE_SUFFIXES, CXX_SOURCE_SUFFIXES, BINDING_SUFFIX, Solution, load_solution  # noqa: E402
 from cuda_agent.task import load_task  # noqa: E402
 

@@ -33,7 +33,7 @@ def bare(example: str, backend: str, calls: int, cache: str) -> dict:
 
     from cuda_agent.judge.build import ExtensionBuilder
     from cuda_agent.judge.toolchain import detect_toolchain
-    from cuda_agent.judge.worker import seed_everything
+    from cuda_agent.judge.worker_main import seed_everything
     from cuda_agent.solution import load_solution
 
     from cuda_agent.judge.config import TimingConfig

@@ -67,7 +67,7 @@ def _models(group: str, kernelbench: str | None, cache: Path) -> dict:
 
     from cuda_agent.judge.build import ExtensionBuilder
     from cuda_agent.judge.toolchain import detect_toolchain
-    from cuda_agent.judge.worker import seed_everything
+    from cuda_agent.judge.worker_main import seed_everything
     from cuda_agent.solution import load_solution
 
     def inputs_of(task):

@@ -14,7 +14,7 @@ from typing import Callable
 import pytest
 
 from cuda_agent.judge.config import JudgeConfig, TimingConfig
-from cuda_agent.judge.pipeline import Judge
+from cuda_agent.judge.judge import Judge
 from cuda_agent.solution import Solution, load_solution
 from cuda_agent.task import Task, load_task
 

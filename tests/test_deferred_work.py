@@ -40,7 +40,7 @@ def _solution(tmp_path: Path, fixtures_dir: Path, name: str, call: str) -> Path:
 
 @pytest.mark.slow
 def test_work_deferred_to_an_input_finalizer_is_timed(judge_config, fixtures_dir, tmp_path):
-    from cuda_agent.judge.pipeline import Judge
+    from cuda_agent.judge.judge import Judge
 
     timing = TimingConfig(warmup_calls=2, min_calls=8, max_calls=12, target_seconds=0.3, precision=10.0,
                           max_uncertainty=10.0, baseline_tolerance=1.0, drift_tolerance=100.0)

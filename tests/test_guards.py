@@ -18,7 +18,7 @@ from cuda_agent.judge.floor import Peaks, count_workload, floor_ms
 from cuda_agent.judge.landlock import abi_version, build_ruleset
 from cuda_agent.judge.static_checks import kernel_inventory
 from cuda_agent.judge.sandbox import SandboxPolicy, make_preexec
-from cuda_agent.judge.worker import perturb_parameters, transform_inputs
+from cuda_agent.judge.worker_main import perturb_parameters, transform_inputs
 from cuda_agent.solution import Solution
 
 

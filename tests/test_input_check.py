@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from cuda_agent.judge.pipeline import check_inputs
-from cuda_agent.judge.worker import input_digests
+from cuda_agent.judge.run_support import check_inputs
+from cuda_agent.judge.worker_main import input_digests
 from cuda_agent.solution import load_solution
 from cuda_agent.task import load_task
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from cuda_agent.judge.pipeline import Judge
+from cuda_agent.judge.judge import Judge
 from cuda_agent.judge.reward import milestone_reward
 from cuda_agent.judge.verdict import Verdict
 from cuda_agent.solution import load_solution

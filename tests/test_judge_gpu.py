@@ -18,7 +18,7 @@ if not torch.cuda.is_available():
     pytest.skip("needs an NVIDIA GPU with CUDA (torch.cuda.is_available() is False)",
                 allow_module_level=True)
 
-from cuda_agent.judge.pipeline import Judge  # noqa: E402
+from cuda_agent.judge.judge import Judge  # noqa: E402
 from cuda_agent.judge.verdict import Verdict  # noqa: E402
 
 CALL_TIMEOUT_S = 10.0

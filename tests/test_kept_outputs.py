@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from cuda_agent.judge.worker import KeptOutputs
+from cuda_agent.judge.worker_main import KeptOutputs
 
 
 def test_copies_are_values_at_the_time_not_aliases():

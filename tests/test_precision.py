@@ -115,7 +115,7 @@ __device__ __forceinline__ float to_tf32_precision(float v) {
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU with CUDA")
 def test_a_cuda_kernel_that_computes_in_tf32_is_paid_no_speedup_and_the_honest_one_is(judge_config, fixtures_dir,
                                                                                        tmp_path):
-    from cuda_agent.judge.pipeline import Judge
+    from cuda_agent.judge.judge import Judge
 
     root = tmp_path / "tf32-cuda"
     shutil.copytree(fixtures_dir / "solutions" / "cuda" / "correct", root)

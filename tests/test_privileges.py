@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.judge.sandbox import SandboxPolicy, unprivileged_ids, unreachable_for_others, world_reachable
-from cuda_agent.judge.workers import WorkerError, WorkerProcess, WorkerSpec
+from cuda_agent.judge.worker_process import WorkerError, WorkerProcess, WorkerSpec
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0 or unprivileged_ids() is None,
                                 reason="dropping privileges needs root and an unprivileged user")
@@ -87,7 +87,7 @@ def test_a_worker_that_cannot_run_its_interpreter_fails_with_advice(tmp_path: Pa
 @pytest.mark.slow
 def test_the_judge_runs_candidates_with_capabilities_dropped_instead(judge_config, task, fixture_solution,
                                                                        private_python: Path):
-    from cuda_agent.judge.pipeline import Judge
+    from cuda_agent.judge.judge import Judge
 
     verdict = Judge(judge_config(worker_python=str(private_python))).verify(task, fixture_solution("cpu/correct"))
     assert verdict.status == "ok", verdict.feedback

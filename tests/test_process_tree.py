@@ -124,7 +124,7 @@ def detaching_solution(tmp_path, fixtures_dir, marker) -> Path:
 @pytest.mark.slow
 def test_the_judge_forbids_a_detached_process_and_leaves_none_behind(judge_config, fixtures_dir,
                                                                      detaching_solution, marker):
-    from cuda_agent.judge.pipeline import Judge
+    from cuda_agent.judge.judge import Judge
 
     judge = Judge(judge_config(static_checks=False))
     task = load_task(fixtures_dir / "tasks" / "scale_bias_relu.py")

@@ -59,7 +59,7 @@ def test_a_confined_candidate_can_write_nowhere_outside_its_home(cpu_judge, task
 
 @pytest.mark.slow
 def test_without_confinement_the_record_names_the_open_places(judge_config, task, fixtures_dir):
-    from cuda_agent.judge.pipeline import Judge
+    from cuda_agent.judge.judge import Judge
 
     judge = Judge(judge_config(confine_filesystem=False))
     verdict = judge.evaluate(task, load_solution(fixtures_dir / "solutions" / "cpu" / "correct"), stage="verify")
@@ -78,7 +78,7 @@ def test_a_candidate_that_stashes_in_dev_shm_fails(judge_config, task, fixtures_
     model.write_text(model.read_text().replace(
         "        super().__init__()\n",
         "        super().__init__()\n        open('/dev/shm/cuda-agent-stash', 'w').write('state')\n"))
-    from cuda_agent.judge.pipeline import Judge
+    from cuda_agent.judge.judge import Judge
 
     verdict = Judge(judge_config(static_checks=False)).evaluate(task, load_solution(root), stage="verify")
     assert verdict.status == "runtime_error", verdict.status

@@ -522,7 +522,7 @@ REFERENCE_PY = {
         from .model import Model  # !
     """,
     "judge_package": """
-        import cuda_agent.judge.worker  # !
+        import cuda_agent.judge.worker_main  # !
         from reference_task import get_inputs  # !
     """,
     "by_name": """
@@ -837,7 +837,7 @@ MONKEYPATCH_PY = {
     "through_an_alias": """
         import sys
 
-        worker = sys.modules["cuda_agent.judge.worker"]
+        worker = sys.modules["cuda_agent.judge.worker_main"]
         worker.Worker.make_inputs = None  # !
     """,
     "type_of_an_object": """

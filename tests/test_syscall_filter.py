@@ -116,7 +116,7 @@ def test_an_honest_candidate_runs_under_the_filter(cpu_judge, task, fixtures_dir
 @pytest.mark.slow
 @needs_landlock
 def test_the_compile_cannot_read_the_judges_cache(judge_config, judge_cache, task, fixtures_dir, tmp_path):
-    from cuda_agent.judge.pipeline import Judge
+    from cuda_agent.judge.judge import Judge
 
     (judge_cache / "compile-probe-secret.h").write_text("// the judge's own file\n")
     root = tmp_path / "include-probe"

@@ -8,7 +8,7 @@ import pytest
 
 from cuda_agent.judge import protocol
 from cuda_agent.judge.sandbox import SandboxPolicy
-from cuda_agent.judge.workers import WorkerError, WorkerProcess, WorkerSpec
+from cuda_agent.judge.worker_process import WorkerError, WorkerProcess, WorkerSpec
 
 LIMIT = 512 * 1024**2
 

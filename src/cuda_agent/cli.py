@@ -33,7 +33,7 @@ def _config(device: Optional[str], cache_dir: Optional[Path], **overrides):
 
 
 def _run(task, solution, stage: str, config, as_json: bool, title: str = "") -> int:
-    from .judge.pipeline import Judge
+    from .judge.judge import Judge
     from .render import verdict_panel
 
     if as_json:
@@ -226,7 +226,7 @@ def bench(
     from dataclasses import replace
 
     from .bench.kernelbench import parse_levels, parse_selection
-    from .bench.pipeline import BenchOptions, run_benchmark
+    from .bench.benchmark import BenchOptions, run_benchmark
 
     if (solutions is None) == (model is None):
         raise CudaAgentError("give either --solutions DIR or --model NAME")
@@ -320,7 +320,7 @@ def synth(
     import os
 
     from .device import resolve_backend
-    from .synth.pipeline import SynthOptions, run_synthesis
+    from .synth.synthesis import SynthOptions, run_synthesis
 
     try:
         low, high = (float(v) for v in window_ms.split(","))

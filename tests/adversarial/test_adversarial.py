@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from cuda_agent.judge.config import JudgeConfig
-from cuda_agent.judge.pipeline import Judge
+from cuda_agent.judge.judge import Judge
 from cuda_agent.judge.rules import RULES
 from cuda_agent.judge.verdict import STATUSES, Verdict
 from cuda_agent.solution import load_solution

@@ -18,7 +18,7 @@ import pytest
 
 from cuda_agent.bench.kernelbench import parse_selection
 from cuda_agent.bench.metrics import FAST_P
-from cuda_agent.bench.pipeline import BenchOptions, run_benchmark
+from cuda_agent.bench.benchmark import BenchOptions, run_benchmark
 from cuda_agent.bench.runner import RESULTS_FILE, ResultsLog
 from cuda_agent.errors import BenchmarkError
 

@@ -11,7 +11,7 @@ import pytest
 from cuda_agent.bench.assemble import problem_records
 from cuda_agent.bench.kb_timing import export_baselines
 from cuda_agent.bench.kernelbench import discover
-from cuda_agent.bench.pipeline import BenchOptions, _check_run_settings, run_benchmark
+from cuda_agent.bench.benchmark import BenchOptions, _check_run_settings, run_benchmark
 from cuda_agent.bench.runner import RESULTS_FILE, BenchRun, ResultsLog
 from cuda_agent.bench.solutions import find_candidates
 from cuda_agent.errors import BenchmarkError

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.bench.pipeline import BenchOptions, run_benchmark
+from cuda_agent.bench.benchmark import BenchOptions, run_benchmark
 from cuda_agent.errors import BenchmarkError
 
 ray = pytest.importorskip("ray")
@@ -58,7 +58,7 @@ def test_the_training_reward_scores_through_ray(judge_cache):
 
 
 def test_synthesis_on_ray_accepts_tasks_like_the_local_workers(tmp_path):
-    from cuda_agent.synth.pipeline import SynthOptions, run_synthesis
+    from cuda_agent.synth.synthesis import SynthOptions, run_synthesis
     from cuda_agent.synth.records import FILTERS
     from cuda_agent.synth.seeds import crawl_torch, save_catalogue
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.errors import SynthesisError
-from cuda_agent.synth.pipeline import (LOG_NAME, PAPER_MIX, RunState, SynthOptions, Synthesizer,
+from cuda_agent.synth.synthesis import (LOG_NAME, PAPER_MIX, RunState, SynthOptions, Synthesizer,
                                        next_category, read_log, run_synthesis)
 from cuda_agent.synth.records import FILTERS, Candidate, Outcome
 from cuda_agent.synth.seeds import crawl_torch, save_catalogue
@@ -72,7 +72,7 @@ def test_small_dataset_end_to_end_then_resumed(tmp_path, catalogue):
 
 def test_a_resume_with_other_settings_is_refused(tmp_path, catalogue):
     out = seeded(tmp_path / "ds", catalogue)
-    from cuda_agent.synth.pipeline import check_settings
+    from cuda_agent.synth.synthesis import check_settings
 
     check_settings(out, options(out, 2))
     with pytest.raises(SynthesisError, match="window_ms"):

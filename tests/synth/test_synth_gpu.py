@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from cuda_agent.synth.filters import FilterSettings
-from cuda_agent.synth.pipeline import SynthOptions, run_synthesis
+from cuda_agent.synth.synthesis import SynthOptions, run_synthesis
 from cuda_agent.synth.probe import ProbeSettings, check_candidate, init_worker
 from cuda_agent.synth.records import FILTERS, Candidate
 

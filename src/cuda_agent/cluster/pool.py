@@ -70,7 +70,7 @@ def _start_judge(config: JudgeConfig, processes: int) -> None:
     global _judge
     import torch
 
-    from ..judge.pipeline import Judge
+    from ..judge.judge import Judge
 
     # The judge compares outputs with torch on the CPU; a full-size thread pool in every pool
     # process would oversubscribe the cores that the candidates' own processes need.

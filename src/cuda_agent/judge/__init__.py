@@ -6,7 +6,7 @@ Names are imported on first use, so that reading the configuration does not load
 from importlib import import_module
 
 _EXPORTS = {
-    "Judge": ".pipeline", "JudgeConfig": ".config", "TimingConfig": ".config", "Verdict": ".verdict",
+    "Judge": ".judge", "JudgeConfig": ".config", "TimingConfig": ".config", "Verdict": ".verdict",
     "Violation": ".verdict", "milestone_reward": ".reward", "continuous_reward": ".reward",
 }
 __all__ = list(_EXPORTS)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .timing import Session, median_interval, window_for
 
 if TYPE_CHECKING:
-    from .workers import WorkerProcess
+    from .worker_process import WorkerProcess
 
 # Exchanges with a worker: (worker, cmd or None for a timing step, timeout, fields, expect).
 Exchange = Callable[..., dict]

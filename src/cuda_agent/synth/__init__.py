@@ -4,5 +4,5 @@ Seeds are crawled from torch and transformers (``seeds``, ``hf_seeds``), compose
 KernelBench-format tasks (``compose`` offline, ``llm_compose`` through a model), run through
 execution-based filters (``probe`` measures, ``filters`` decides), checked against KernelBench and
 each other (``similarity``), and written as a ``datasets``-loadable dataset with a card
-(``dataset``, ``card``). ``pipeline`` runs it all, resumably and in parallel.
+(``dataset``, ``card``). ``synthesis`` runs it all, resumably and in parallel.
 """

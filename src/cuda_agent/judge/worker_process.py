@@ -93,7 +93,7 @@ class WorkerProcess:
             except OSError:
                 pass
         bootstrap = ("import sys; sys.path.insert(0, sys.argv[3]); "
-                     "from cuda_agent.judge.worker import main; main()")
+                     "from cuda_agent.judge.worker_main import main; main()")
         self.token = new_token()
         env = worker_environment(self.home, {**self.spec.env, TOKEN_VARIABLE: self.token})
         argv = [self.spec.python, "-I", "-c", bootstrap, str(to_child_r), str(from_child_w), PACKAGE_PARENT]

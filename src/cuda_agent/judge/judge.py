@@ -1,0 +1,337 @@
+"""The judge: build, verify and time a candidate, and return a verdict with the paper's reward.
+
+One judging run:
+
+1. **compile**: check the solution's format, scan its sources for forbidden constructs
+   (``static_checks``), and build its extension (workspace layout) in a judge-owned directory.
+2. **verify**: a reference process and a candidate process start fresh. For each check the
+   reference draws new weights from a secret seed (moved off their default init after the first
+   check) and returns its state dict, which the judge loads into ``ModelNew``; both processes
+   build the same inputs from another secret seed (rescaled or shifted on later checks) and
+   return their outputs; the judge compares them. The candidate never sees expected outputs.
+   The candidate's process records the ATen ops, GPU kernels, threads and numerics flags of
+   each forward (``recording``), which the judge turns into violations (``evidence``); and the
+   reference outputs show whether a null solution would pass the task (``audit``).
+3. **profile**: the candidate is timed on fresh inputs per call; the outputs of a few timed
+   calls, picked after timing, are checked against the reference too, and its time must be
+   credible next to the trusted reference's overheads and above the physical floor (``floor``).
+   Eager and torch.compile baselines are timed the same way in fresh processes, or read from the
+   baseline cache.
+
+Any failure of the candidate's process (crash, hang, memory, protocol) ends the run with the
+reason; failures of the reference are reported as the task's fault. Nothing raises out of
+``evaluate`` for a bad candidate.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from ..device import resolve_backend
+from ..errors import SolutionFormatError
+from ..solution import Solution, validate_solution
+from ..task import Task
+from .baselines import BaselineCache, BaselineKey
+from .build import ExtensionBuilder
+from .config import JudgeConfig
+from .op_counter import OpCounterUnavailable
+from .op_counter import build as build_op_counter
+from .reference import ReferenceReport
+from .reward import continuous_reward, milestone_reward
+from .sandbox import CompileSandbox, unreachable_for_others
+from .seccomp import SeccompUnavailable, compiled_filter
+from .timing import for_backend
+from .toolchain import Toolchain, detect_toolchain
+from .verdict import Verdict, render_feedback
+from .worker_process import PACKAGE_PARENT
+from .run_support import _Stop, _fail, _median, _shared_runs_dir, _smt_siblings, STAGES, Progress
+from .run_timing import RunTiming
+from .run_verify import RunVerification
+from .run_workers import RunWorkers
+
+
+
+
+NOT_BUILT_AT_COMPILE = ("format and rules checked, nothing built yet: a single-file solution builds its "
+                        "extension with load_inline when verify imports it, and its build errors show there")
+
+class Judge:
+    """Judges candidate solutions for tasks. Reusable and safe to share across threads."""
+
+    def __init__(self, config: JudgeConfig | None = None, progress: Progress | None = None):
+        self.config = config or JudgeConfig()
+        self.backend = resolve_backend(self.config.backend)
+        self.cache_dir = self.config.cache_dir
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.progress = progress or (lambda message: None)
+        self.baselines = BaselineCache(self.cache_dir)
+        self._builder: ExtensionBuilder | None = None
+        self._op_counter: tuple[Path | None, str] | None = None
+        self._counter_lock = threading.Lock()
+        self._rng = random.Random(self.config.seed) if self.config.seed is not None else random.SystemRandom()
+        self._unreachable: list[str] | None = None
+
+    # -- public API ---------------------------------------------------------------------------
+    def compile(self, task: Task, solution: Solution) -> Verdict:
+        return self.evaluate(task, solution, stage="compile")
+
+    def verify(self, task: Task, solution: Solution) -> Verdict:
+        return self.evaluate(task, solution, stage="verify")
+
+    def judge(self, task: Task, solution: Solution) -> Verdict:
+        return self.evaluate(task, solution, stage="profile")
+
+    def check_reference(self, task: Task) -> ReferenceReport:
+        """Run the task's reference alone: does it reproduce its own output, and what are its
+        eager and torch.compile baselines (timed once per device, then cached)?"""
+        started = time.perf_counter()
+        report = ReferenceReport(task=task.name, task_sha256=task.sha256, backend=self.backend)
+        scratch = Verdict(status="ok", task=task.name, task_sha256=task.sha256, solution_sha256="",
+                          backend=self.backend)
+        try:
+            with _Run(self, task, None, None, scratch) as run:
+                run.check_reference(report)
+        except _Stop:
+            report.ok, report.error = False, scratch.error
+        report.device = scratch.device
+        report.seconds = time.perf_counter() - started
+        return report
+
+    @property
+    def cpu_threads(self) -> int | None:
+        """Threads every model runs with on the cpu backend; None on cuda."""
+        return self.config.timing.cpu_threads if self.backend == "cpu" else None
+
+    @property
+    def builder(self) -> ExtensionBuilder:
+        if self._builder is None:
+            capability = None
+            if self.backend == "cuda":
+                import torch
+
+                capability = torch.cuda.get_device_capability(self.config.device_index)
+            toolchain: Toolchain = detect_toolchain(self.backend, capability, self.config.fast_math)
+            program, note = self.syscall_filter()
+            sandbox = CompileSandbox(hidden=(self.cache_dir, _shared_runs_dir(), *self.hidden_paths()),
+                                     confine_filesystem=self.config.confine_filesystem,
+                                     isolate_network=self.config.isolate_network,
+                                     seccomp_program=program, seccomp_note=note)
+            self._builder = ExtensionBuilder(toolchain, self.cache_dir, self.config.build_timeout_s, sandbox=sandbox)
+        return self._builder
+
+    def op_counter(self) -> tuple[Path | None, str]:
+        """The op counter candidates load (built once into the cache), and what it does; or None
+        and why there is none."""
+        if not self.config.runtime_checks:
+            return None, "not counted: runtime checks are off"
+        with self._counter_lock:
+            if self._op_counter is None:
+                try:
+                    self._op_counter = (build_op_counter(self.cache_dir),
+                                        "every call's ATen ops counted, checks and timed calls alike")
+                except OpCounterUnavailable as exc:
+                    self._op_counter = (None, f"timed calls' ATen ops not counted: the counter did not build ({exc})")
+        return self._op_counter
+
+    def syscall_filter(self) -> tuple[bytes | None, str]:
+        """The seccomp program for candidates and their compiles (or None), and what it is."""
+        if not self.config.filter_syscalls:
+            return None, "no seccomp filter: switched off"
+        try:
+            found = compiled_filter()
+        except (SeccompUnavailable, OSError) as exc:
+            return None, f"no seccomp filter: {exc}"
+        return found.program, found.description
+
+    def evaluate(self, task: Task, solution: Solution, stage: str = "profile") -> Verdict:
+        if stage not in STAGES:
+            raise ValueError(f"stage must be one of {STAGES}")
+        cfg = self.config
+        verdict = Verdict(status="ok", task=task.name, task_sha256=task.sha256,
+                          solution_sha256=solution.sha256, backend=self.backend,
+                          settings={"num_checks": cfg.num_checks, "atol": cfg.atol, "rtol": cfg.rtol,
+                                    "norm_rtol": cfg.norm_rtol, "static_checks": cfg.static_checks,
+                                    "runtime_checks": cfg.runtime_checks,
+                                    "margin": cfg.margin, "recheck_calls": cfg.recheck_calls,
+                                    "timing_attempts": cfg.timing_attempts,
+                                    "timing": cfg.timing.__dict__, "layout": solution.layout})
+        if solution.ignored:
+            verdict.notes.append("ignored workspace files (the judge supplies its own infrastructure): "
+                                 + ", ".join(solution.ignored[:12]))
+        started = time.perf_counter()
+        try:
+            module = self._compile_stage(task, solution, verdict)
+            if stage != "compile":
+                with _Run(self, task, solution, module, verdict) as run:
+                    run.verify()
+                    if stage == "profile":
+                        run.profile()
+        except _Stop:
+            pass
+        verdict.seconds["total"] = time.perf_counter() - started
+        # A time the judge does not believe (timing.stability_problem) earns no speed milestone, and
+        # neither does speed bought with precision the task did not offer.
+        believed = verdict.timing_integrity.get("stable", True) and not verdict.precision.get("reduced")
+        candidate = _median(verdict, "candidate") if believed else None
+        verdict.reward = milestone_reward(verdict.correct, candidate, _median(verdict, "eager"),
+                                          _median(verdict, "compile"), cfg.margin)
+        verdict.reward_continuous = continuous_reward(verdict.correct, candidate, _median(verdict, "compile"))
+        if stage == "compile" and verdict.status == "ok":
+            verdict.feedback = "compiled successfully (not yet verified)" if solution.layout == "workspace" else \
+                NOT_BUILT_AT_COMPILE
+        else:
+            verdict.feedback = render_feedback(verdict)
+        return verdict
+
+    # -- stage 1 ------------------------------------------------------------------------------
+    def _compile_stage(self, task: Task, solution: Solution, verdict: Verdict) -> Path | None:
+        self.progress("checking the solution's format")
+        try:
+            validate_solution(solution, task, self.backend)
+        except SolutionFormatError as exc:
+            _fail(verdict, "compile_error", str(exc))
+        if self.config.static_checks:
+            from .static_checks import scan_solution
+
+            t0 = time.perf_counter()
+            violations = scan_solution(solution, task, self.backend)
+            verdict.seconds["static_checks"] = time.perf_counter() - t0
+            if violations:
+                verdict.violations.extend(violations)
+                rules = sorted({v.rule for v in violations})
+                _fail(verdict, "forbidden", f"{len(violations)} violation(s) of the judge's rules: "
+                      + ", ".join(rules))
+        if solution.layout != "workspace":
+            # a single-file solution builds itself with load_inline when imported, at verify
+            verdict.build = {"built": False, "note": NOT_BUILT_AT_COMPILE}
+            return None
+        self.progress("building the extension")
+        result = self.builder.build(solution)
+        verdict.seconds["build"] = result.seconds
+        verdict.isolation["compile"] = result.confinement or {"note": "nothing compiled: the module was cached"}
+        verdict.build = {"cache_hit": result.cache_hit, "objects_compiled": result.objects_compiled,
+                         "objects_total": result.objects_total, "seconds": result.seconds,
+                         "toolchain": self.builder.toolchain.identity, "arch": self.builder.toolchain.arch}
+        if not result.ok:
+            verdict.details = result.log
+            _fail(verdict, "compile_error", result.errors)
+        return result.module_path
+
+    def unreachable_for_candidates(self) -> list[str]:
+        """What an unprivileged candidate process would need and could not reach (checked once
+        per judge: the interpreter, its import path, the package, the torch install)."""
+        if self._unreachable is None:
+            import torch
+
+            self._unreachable = unreachable_for_others(
+                self.python, [Path(PACKAGE_PARENT), Path(torch.__file__).parent])
+        return self._unreachable
+
+    @property
+    def python(self) -> str:
+        """The interpreter every worker runs."""
+        return self.config.worker_python or sys.executable
+
+    def hidden_paths(self) -> list[Path]:
+        """Places beside the judge's cache that candidates and their compiles may not read."""
+        return [Path(p) for p in self.config.hidden_paths]
+
+    def visible_device(self) -> str:
+        """The device as this machine names it (CUDA_VISIBLE_DEVICES maps our index to it): a
+        process given one GPU of several (a Ray actor) sees it as index 0."""
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        ids = [i.strip() for i in visible.split(",")] if visible else []
+        index = self.config.device_index
+        return ids[index] if self.backend == "cuda" and index < len(ids) else str(index)
+
+    def device_slot(self) -> int:
+        """Which of the machine's devices this judge times on, for choosing cores."""
+        name = self.visible_device()
+        return int(name) if name.isdigit() else self.config.device_index
+
+    def timing_placement(self) -> tuple[list[int], int | None]:
+        """Cores for a timing session: the worker's timing thread, and the judge's own thread.
+
+        The worker gets cores chosen per device (two GPUs timed at once do not share one), as
+        many as the cpu backend's thread count there. The judge, which polls its channel during
+        the session, is kept off those cores and their SMT siblings, where it would slow the
+        very calls being timed. On machines with too few cores nothing is pinned.
+        """
+        cores = sorted(os.sched_getaffinity(0))
+        want = self.cpu_threads or 1
+        if len(cores) < 2 * want + 2:
+            return [], None
+        end = len(cores) - self.device_slot() * want
+        worker = cores[max(1, end - want):end] if end > want else cores[-want:]
+        busy = set(worker).union(*(_smt_siblings(c) for c in worker))
+        judge = next((c for c in cores if c not in busy), None)
+        return worker, judge
+
+    def timing_lock(self) -> FileLock:
+        """Timing runs on one device never overlap, across threads and processes."""
+        locks = self.cache_dir / "locks"
+        locks.mkdir(exist_ok=True)
+        return FileLock(str(locks / f"{self.backend}-{self.visible_device()}.lock"))
+
+    def peaks_path(self, device: dict) -> Path:
+        import torch
+
+        name = "".join(c if c.isalnum() else "-" for c in str(device.get("name", "unknown")))
+        return self.cache_dir / "peaks" / f"{self.backend}-{name}-{torch.__version__}.json"
+
+    def baseline_key(self, task: Task, device: dict) -> BaselineKey:
+        import torch
+
+        return BaselineKey(task.sha256, self.backend, device.get("name", "?"), torch.__version__,
+                           self.config.timing.key(), self.cpu_threads)
+
+
+class _Run(RunWorkers, RunVerification, RunTiming):
+    """The processes and state of one verify/profile run."""
+
+    def __init__(self, judge: Judge, task: Task, solution: Solution | None, module: Path | None,
+                 verdict: Verdict):
+        self.judge, self.task, self.solution, self.module, self.verdict = judge, task, solution, module, verdict
+        self.cfg = judge.config
+        self.timing = for_backend(self.cfg.timing, judge.backend)  # every tolerance settled for this backend
+        self.rng = judge._rng
+        self.stack = ExitStack()
+        self.run_as, self.drop_capabilities, self.privileges = self._unprivileged_user()
+        # An unprivileged candidate must reach its run directory, which the judge's cache (often
+        # under a private home) may not allow: such runs live in the system's temporary directory.
+        runs = judge.cache_dir / "runs" if self.run_as is None else _shared_runs_dir()
+        runs.mkdir(exist_ok=True)
+        self.dir = Path(tempfile.mkdtemp(prefix="cuda-agent-run-", dir=runs))
+        os.chmod(self.dir, 0o700 if self.run_as is None else 0o711)
+        (self.dir / "task").mkdir(mode=0o755)
+        self.task_path = self.dir / "task" / "reference_task.py"
+        self.task_path.write_text(task.source)
+        self.solution_dir = self.dir / "solution"
+        if solution is not None:  # None: a run of the reference alone
+            solution.write_to(self.solution_dir)
+        if module is not None:  # a private copy: the candidate never needs the judge's cache
+            (self.dir / "extension").mkdir(mode=0o755)
+            self.module = self.dir / "extension" / module.name
+            shutil.copyfile(module, self.module)
+            os.chmod(self.module, 0o755)
+        self.device_info: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self.weight_seed: int | None = None
+
+    def __enter__(self) -> "_Run":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stack.close()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,143 @@
+"""A judging run's verify stage: the checks on fresh inputs and weights, and what the candidate's
+process recorded while it ran them (a part of ``judge._Run``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..solution import MODEL_FILE
+from . import evidence
+from .audit import TaskAudit
+from .correctness import compare_outputs, float32_errors, precision_report
+from .verdict import Violation
+from .worker_process import WorkerError
+from .run_support import _fail, CHECK_TRANSFORMS, check_inputs
+
+
+class RunVerification:
+    """The verify stage of ``judge._Run``."""
+
+    def _seed(self) -> int:
+        return self.rng.getrandbits(63)
+
+    # -- stage 2 ------------------------------------------------------------------------------
+    def verify(self) -> None:
+        v, cfg = self.verdict, self.cfg
+        v.stage = "verify"
+        self.judge.progress("starting reference and candidate processes")
+        t0 = time.perf_counter()
+        self.ref, self.cand = self.start_workers(("reference", "eager"), ("candidate", "eager"))
+        v.seconds["start"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        audit = TaskAudit(cfg.atol, cfg.rtol, cfg.norm_rtol)
+        precision: list[tuple[float, float]] = []
+        for i in range(cfg.num_checks):
+            self.judge.progress(f"check {i + 1}/{cfg.num_checks}")
+            self._load_weights(self._seed(), perturb=i > 0)
+            seed = self._seed()
+            transform = CHECK_TRANSFORMS[i % len(CHECK_TRANSFORMS)]
+            key = self._seed()
+            ref = self._call(self.ref, "run", cfg.call_timeout_s,
+                             {"input_seed": seed, "transform": transform, "audit": True,
+                              "tolerance": [cfg.atol, cfg.rtol], "digest_key": key, "float64": cfg.check_precision},
+                             expect={"output": object, "transform": str, "identity_passes": bool,
+                                     "inputs_before": list, "inputs_after": list, "inputs": dict})
+            record = {"ops": cfg.runtime_checks,
+                      "kernels": cfg.runtime_checks and self.judge.backend == "cuda" and i == cfg.num_checks - 1}
+            changed = [int(k) for k in ref["inputs"]]
+            got = self._call(self.cand, "run", cfg.call_timeout_s,
+                             {"input_seed": seed, "transform": ref["transform"], "record": record},
+                             expect={"output": object, "evidence": dict})
+            if cfg.runtime_checks:
+                self._assess(got["evidence"], record, warm=i > 0 or self.judge.backend == "cpu")
+            v.checks.append(compare_outputs(got["output"], ref["output"], i, cfg.atol, cfg.rtol,
+                                            norm_rtol=cfg.norm_rtol))
+            if v.checks[-1].passed and ref.get("output64") is not None:
+                if errors := float32_errors(got["output"], ref["output"], ref["output64"]):
+                    precision.append(errors)
+            if v.checks[-1].passed:
+                left = self._call(self.cand, "inputs", cfg.call_timeout_s,
+                                  {"digest_key": key, "return_inputs": changed},
+                                  expect={"inputs_after": list, "inputs": dict})
+                if changed_inputs := check_inputs(ref, left, i, cfg):
+                    v.checks.append(changed_inputs)
+            audit.add(ref["output"], ref["identity_passes"])
+        v.seconds["verify"] = time.perf_counter() - t0
+        self._check_processes("after its checks")
+        if findings := audit.findings():
+            v.task_audit = {"null_solutions_that_pass": findings}
+            v.notes.append(audit.explain(findings))
+        failed = [c for c in v.checks if not c.passed]
+        if failed:
+            _fail(v, "incorrect", failed[0].message)
+        v.correct = True
+        v.precision = precision_report(precision)
+        if v.precision.get("reduced"):
+            p = v.precision
+            v.notes.append(f"the float32 outputs are off a float64 run of the reference by {p['candidate_error']:.2g} "
+                           f"(normwise), where float32 arithmetic leaves at most {p['allowed']:.2g} (the "
+                           f"reference's own: {p['reference_error']:.2g}): computed in less precision than the "
+                           "task's (TF32, bfloat16, float16?), so no speedup is paid")
+
+    def _assess(self, records: dict, asked: dict, warm: bool) -> None:
+        """Turn the candidate's records of one forward into violations; forbidden if any.
+
+        Thread counts are compared on calls without the profiler, which starts threads of its
+        own, and on the cuda backend only from the second call, since the first may start the
+        driver's or a library's threads.
+        """
+        where = MODEL_FILE
+        try:
+            found = []
+            if warm and not asked.get("kernels"):
+                found += evidence.assess_threads(int(records["threads_before"]), int(records["threads_after"]), where)
+            found += evidence.assess_flags(dict(records["flags_before"]), dict(records["flags_after"]), where)
+            if asked.get("kernels") and "kernels" in records:
+                kernels = [{"name": str(k["name"]), "device_ms": float(k["device_ms"]), "op": str(k["op"])}
+                           for k in records["kernels"]]
+                found += evidence.assess_kernels(kernels, self.solution, where)
+            elif asked.get("ops"):
+                found += evidence.assess_ops({str(k): int(n) for k, n in dict(records["ops"]).items()}, where)
+            if "counted_ops" in records:
+                found += self._assess_counted(records["counted_ops"], records.get("counter_watching"))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            self._worker_failed("candidate", WorkerError("runtime_error", "malformed evidence in the reply to "
+                                                         "`run` (something wrote on the judge's channel)"))
+            return
+        self._forbid(found)
+
+    def _forbid(self, found: list[Violation], context: str = "") -> None:
+        """Fail the run as forbidden, naming the first violations, if there are any."""
+        if found:
+            self.verdict.violations.extend(found)
+            _fail(self.verdict, "forbidden", context + "; ".join(f"[{x.rule}] {x.message}" for x in found[:3]))
+
+    def _check_processes(self, when: str) -> None:
+        """Forbidden: any process the candidate started still running at a checkpoint (it could
+        work on after its call has been timed, or disturb other timings)."""
+        if strays := self.cand.tree.strays():
+            message = (f"{len(strays)} process(es) the candidate started were still running {when} "
+                       f"({self.cand.tree.method})")
+            self.verdict.violations.append(Violation("process_left_running", MODEL_FILE, None, message))
+            _fail(self.verdict, "forbidden", message)
+
+    def _assess_counted(self, ops: Any, watching: Any) -> list[Violation]:
+        """What the op counter saw in the candidate's calls (checks or a timing session)."""
+        # Operators are namespaced (aten::add, or a solution's own registered op); other entries
+        # are the dispatcher's own bookkeeping (the check's dispatch mode, say).
+        found = evidence.assess_ops({str(k): int(n) for k, n in dict(ops).items() if "::" in str(k)}, MODEL_FILE)
+        if watching is not True:
+            found.append(Violation("records_disabled", MODEL_FILE, None,
+                                   "the judge's op counter stopped seeing the candidate's ops (RecordFunction "
+                                   "callbacks removed or switched off in its process)"))
+        return found
+
+    def _load_weights(self, weight_seed: int, perturb: bool = False) -> None:
+        state = self._call(self.ref, "init_model", self.cfg.call_timeout_s,
+                           {"weight_seed": weight_seed, "perturb": perturb},
+                           expect={"state_dict": dict})["state_dict"]
+        self._call(self.cand, "load_weights", self.cfg.call_timeout_s,
+                   {"weight_seed": weight_seed, "state_dict": state})
+        self.weight_seed = weight_seed

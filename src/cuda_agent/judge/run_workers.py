@@ -1,0 +1,201 @@
+"""A judging run's worker processes: who the candidate runs as, its sandbox and environment,
+starting workers and talking to them (a part of ``judge._Run``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from ..solution import MODEL_FILE
+from .landlock import build_ruleset
+from .sandbox import SandboxPolicy, own_namespace, unprivileged_ids, writable_devices
+from .toolchain import find_cuda_home
+from .worker_process import PACKAGE_PARENT, WorkerError, WorkerProcess, WorkerSpec
+from .run_support import _check_reply, _fail, STEP_SPIN_S
+
+
+class RunWorkers:
+    """Starting and talking to a run's worker processes; mixed into ``judge._Run``, whose
+    ``__init__`` sets the state used here (judge, config, run directory, exit stack)."""
+
+    # -- workers ------------------------------------------------------------------------------
+    def _unprivileged_user(self) -> tuple[tuple[int, int] | None, bool, str]:
+        """How candidates give up privileges: the (uid, gid) to run as, whether to stay uid 0
+        but drop every capability instead, and what was decided, in words."""
+        if os.geteuid() != 0:
+            return None, False, f"not elevated (uid {os.geteuid()})"
+        if not self.cfg.drop_privileges:
+            return None, False, "root: dropping privileges is switched off"
+        ids = unprivileged_ids()
+        if ids is None:
+            return None, True, "uid 0 without capabilities (no unprivileged user)"
+        unreachable = self.judge.unreachable_for_candidates()
+        if unreachable:
+            return None, True, ("uid 0 without capabilities: an unprivileged user cannot reach "
+                                + ", ".join(unreachable[:4]) + (" and more" if len(unreachable) > 4 else "")
+                                + ". To run candidates as another user, let other users reach the Python "
+                                "installation (chmod o+rx on it and o+x on every directory above it), or "
+                                "install Python outside a private home, or name such an interpreter with "
+                                "JudgeConfig(worker_python=...)")
+        return ids, False, f"dropped to uid {ids[0]}"
+
+    def _candidate_home(self) -> Path:
+        return self.dir / "candidate-home"
+
+    def _landlock(self) -> tuple[int, str]:
+        """A Landlock ruleset for the candidate (fd, description), or (-1, why there is none)."""
+        if not self.cfg.confine_filesystem:
+            return -1, "not confined: switched off"
+        home = self._candidate_home()
+        home.mkdir(exist_ok=True)
+        writable = [home]
+        if self.solution.layout == "single_file" and self.run_as is None:
+            writable.append(self._inline_dir())
+        hidden = [self.judge.cache_dir, *self.judge.hidden_paths()] + ([self.dir.parent] if self.run_as else [])
+        try:
+            ruleset = build_ruleset(writable, readable=[self.dir, Path(PACKAGE_PARENT)], hidden=hidden,
+                                    devices=writable_devices())
+        except OSError as exc:
+            return -1, f"not confined: {exc}"
+        self.stack.callback(ruleset.close)
+        return ruleset.fd, ruleset.description
+
+    def _op_counter_copy(self) -> tuple[Path | None, str]:
+        """A private copy of the op counter in this run's directory (which the candidate may
+        read; the judge's cache it may not), and what it does."""
+        built, what = self.judge.op_counter()
+        if built is None:
+            return None, what
+        with self._lock:
+            copy = self.dir / "op_counter" / built.name
+            if not copy.exists():
+                copy.parent.mkdir(mode=0o755, exist_ok=True)
+                shutil.copyfile(built, copy)
+                os.chmod(copy, 0o755)
+        return copy, what
+
+    def _inline_dir(self) -> Path:
+        """Where a single-file solution's load_inline builds: cached by content, unless the
+        candidate runs as another user, who builds privately."""
+        if self.run_as is not None:
+            return self._candidate_home() / "torch_extensions"
+        path = self.judge.cache_dir / "inline" / self.solution.sha256[:32]
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _env(self, role: str) -> dict[str, str]:
+        env: dict[str, str] = {}
+        if self.judge.backend == "cuda":
+            env["CUDA_VISIBLE_DEVICES"] = self.judge.visible_device()
+            if cuda_home := find_cuda_home():
+                env["CUDA_HOME"] = str(cuda_home)
+                env["PATH"] = f"{cuda_home / 'bin'}:" + os.environ.get("PATH", "/usr/bin:/bin")
+        if threads := self.judge.cpu_threads:
+            env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
+        if role == "candidate" and self.solution.layout == "single_file":
+            # load_inline builds here; keyed by the solution so identical sources are reused.
+            env["TORCH_EXTENSIONS_DIR"] = str(self._inline_dir())
+            env["MAX_JOBS"] = str(os.cpu_count() or 2)
+        if role != "candidate":
+            # Trusted reference processes share torch.compile's caches across runs.
+            env["TORCHINDUCTOR_CACHE_DIR"] = str(self.judge.cache_dir / "inductor")
+            env["TRITON_CACHE_DIR"] = str(self.judge.cache_dir / "triton")
+        return env
+
+    def _spawn(self, role: str, mode: str) -> WorkerProcess:
+        """Start and set up a worker; raises WorkerError. Safe to call from several threads."""
+        filesystem = "not confined: a trusted reference process"
+        policy = SandboxPolicy(isolate_network=self.cfg.isolate_network)
+        if role == "candidate":
+            fd, filesystem = self._landlock()
+            program, syscalls = self.judge.syscall_filter()
+            policy = SandboxPolicy(isolate_network=self.cfg.isolate_network, isolate_ipc=True, landlock_fd=fd,
+                                   run_as=self.run_as, drop_capabilities=self.drop_capabilities,
+                                   new_pid_namespace=os.geteuid() == 0, seccomp_program=program)
+        name = f"{role}-{mode}" if role == "reference" else role
+        spec = WorkerSpec(role=name, run_dir=self.dir, policy=policy, env=self._env(role),
+                          memory_limit_bytes=self.cfg.memory_limit_bytes, python=self.judge.python)
+        worker = WorkerProcess(spec)
+        with self._lock:
+            self.stack.callback(worker.close)
+        setup = {"role": role, "device": self.judge.backend, "mode": mode, "task_path": str(self.task_path),
+                 "threads": self.judge.cpu_threads, "flush_cache": self.cfg.timing.flush_cache,
+                 "hide_paths": [str(self.dir), str(Path(__file__).resolve().parents[2])]}
+        counted = "not counted"
+        if role == "candidate":
+            counter, counted = self._op_counter_copy()
+            setup["op_counter"] = str(counter) if counter else None
+            setup["warm_profiler"] = self.cfg.runtime_checks  # the kernel record needs it soon
+            setup["solution_path"] = str(self.solution_dir / MODEL_FILE)
+            setup["module_path"] = str(self.module) if self.module else None
+        reply = worker.request("setup", self.cfg.load_timeout_s, **setup)
+        _check_reply(reply, {"device": dict, "network_isolated": bool, "filesystem_confined": bool, "uid": int},
+                     "setup")
+        with self._lock:
+            if role == "reference":  # device facts key the baseline cache: never the candidate's word
+                self.device_info = reply["device"]
+                self.verdict.device = reply["device"]
+            record = {"separate_process": True, "network_isolated": reply["network_isolated"],
+                      "uid": reply["uid"], "environment": "scrubbed",
+                      "filesystem_confined": reply["filesystem_confined"],
+                      "capabilities": reply.get("capabilities")}
+            if role == "candidate":
+                record.update({"filesystem": filesystem, "privileges": self.privileges,
+                               "writable_outside": [str(p) for p in reply.get("writable_outside", [])],
+                               "ipc_isolated": own_namespace(worker.pid, "ipc"),
+                               "processes": worker.tree.method,
+                               "ops": counted,
+                               "syscalls": (syscalls if program is None or reply.get("seccomp_filters", 0) > 0
+                                            else "a seccomp filter was asked for, but installing it failed"),
+                               "limits": {"open_files": policy.max_open_files, "file_bytes": policy.max_file_bytes,
+                                          "memory_bytes": self.cfg.memory_limit_bytes,
+                                          "processes": policy.max_processes if self.run_as else None,
+                                          "call_timeout_s": self.cfg.call_timeout_s}})
+            self.verdict.isolation[name] = record
+        return worker
+
+    def start_workers(self, *roles: tuple[str, str]) -> list[WorkerProcess]:
+        """Start workers in parallel; if any fails, the candidate's failure is reported first."""
+        with ThreadPoolExecutor(len(roles)) as pool:
+            futures = [pool.submit(self._spawn, role, mode) for role, mode in roles]
+        names = [role if role == "candidate" else f"{role}-{mode}" for role, mode in roles]
+        failures = [(name, f.exception()) for name, f in zip(names, futures) if f.exception()]
+        failures.sort(key=lambda item: item[0] != "candidate")
+        for name, exc in failures:
+            if isinstance(exc, WorkerError):
+                self._worker_failed(name, exc)
+            raise exc
+        return [f.result() for f in futures]
+
+    def _worker_failed(self, role: str, exc: WorkerError) -> None:
+        """End the run: a candidate failure is the candidate's; any other is the task's."""
+        if role == "candidate":
+            _fail(self.verdict, exc.kind, exc.message, exc.log_tail)
+        _fail(self.verdict, "runtime_error", f"the reference ({role}) failed: {exc.message}",
+              exc.log_tail, fault="task")
+
+    def _call(self, worker: WorkerProcess, cmd: str | None, timeout: float, fields: dict[str, Any],
+              expect: dict[str, Any] | None = None) -> dict:
+        """One exchange: a command (``cmd``) or a timing step (``cmd`` None), reply checked.
+
+        Timing steps poll for their reply rather than sleep, which keeps the judge's clock on
+        each step close to the step itself.
+        """
+        message = {"cmd": cmd, **fields} if cmd else fields
+        try:
+            reply = worker.exchange(message, timeout, spin_s=0.0 if cmd else STEP_SPIN_S)
+            _check_reply(reply, expect or {}, cmd or str(fields.get("step")))
+            return reply
+        except WorkerError as exc:
+            worker.kill()
+            self._worker_failed(worker.spec.role, exc)
+            raise  # unreachable: _worker_failed always raises
+
+    def _post(self, worker: WorkerProcess, message: dict[str, Any]) -> None:
+        try:
+            worker.post(message, self.cfg.call_timeout_s)
+        except WorkerError as exc:
+            self._worker_failed(worker.spec.role, exc)
