@@ -21,16 +21,9 @@ from cuda_agent.solution import load_solution
 ray = pytest.importorskip("ray")
 from cuda_agent.cluster.ray_pool import RayJudgePool, RayWorkerPool, WorkerLost  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+from .conftest import start_local_cluster  # noqa: E402
 
-
-@pytest.fixture(scope="module", autouse=True)
-def local_cluster():
-    """A Ray cluster on this machine with four CPU slots (Ray's accounting, not pinned cores)."""
-    if not ray.is_initialized():
-        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.usefixtures("local_cluster")]
 
 
 def _children(pid: int) -> list[int]:
@@ -162,7 +155,7 @@ def test_an_address_nobody_answers_says_how_to_start_a_cluster():
         with pytest.raises(ClusterError, match="HOST:PORT"):
             connect("nowhere")
     finally:
-        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        start_local_cluster()
 
 
 PROBE = '''

@@ -14,16 +14,10 @@ from cuda_agent.errors import BenchmarkError
 
 ray = pytest.importorskip("ray")
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+from .conftest import CPUS  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.usefixtures("local_cluster")]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_cluster():
-    if not ray.is_initialized():
-        ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
 
 
 def test_bench_on_ray_gives_each_problem_its_outcome(tmp_path, judge_config):
@@ -37,7 +31,7 @@ def test_bench_on_ray_gives_each_problem_its_outcome(tmp_path, judge_config):
     # the same table the local pool gives (tests/bench/test_bench_cpu.py)
     assert statuses == {(1, 1): "ok", (1, 2): "ok", (1, 3): "incorrect", (1, 4): "ok", (1, 5): "compile_error",
                         (2, 1): "ok", (2, 2): "incorrect", (2, 3): "missing"}
-    assert report["settings"]["pool"] == "ray" and report["settings"]["jobs_per_gpu"] == 3
+    assert report["settings"]["pool"] == "ray" and report["settings"]["jobs_per_gpu"] == CPUS  # an actor per CPU slot
     with pytest.raises(BenchmarkError, match="--gpus applies to the local pool"):
         run_benchmark(BenchOptions(**{**options.__dict__, "gpus": 2}))
 

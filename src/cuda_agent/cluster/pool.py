@@ -86,15 +86,17 @@ def _exit_on_term(*_: Any) -> None:
 PR_SET_PDEATHSIG = 1
 
 
-def start_hosted_judge(config: JudgeConfig, processes: int) -> None:
+def start_hosted_judge(config: JudgeConfig, processes: int, watch_parent: bool = False) -> None:
     """``_start_judge`` for a pool process that a supervisor may stop: SIGTERM unwinds the judge
-    (its workers are killed, not orphaned), and so does the supervisor's death, which the kernel
-    turns into a SIGTERM here."""
+    (its workers are killed, not orphaned). With ``watch_parent``, so does the supervisor's death,
+    which the kernel turns into a SIGTERM here (the parent-death signal follows the thread that
+    started this process: use it where that thread lives as long as its process, a Ray actor's)."""
     signal.signal(signal.SIGTERM, _exit_on_term)
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    if os.getppid() == 1:  # the supervisor died before the line above: nobody will collect us
-        sys.exit(1)
+    if watch_parent:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() == 1:  # the supervisor died before the line above: nobody will collect us
+            sys.exit(1)
     _start_judge(config, processes)
 
 

@@ -284,7 +284,7 @@ def _named(resources: dict[str, float] | None) -> str:
 
 def _start_ray_judge(config: JudgeConfig, cpus: float) -> None:
     """A judge process of a Ray actor: threads for the CPUs the actor holds."""
-    start_hosted_judge(config, max(1, int((os.cpu_count() or 1) // max(1.0, cpus))))
+    start_hosted_judge(config, max(1, int((os.cpu_count() or 1) // max(1.0, cpus))), watch_parent=True)
 
 
 class RayJudgePool:
