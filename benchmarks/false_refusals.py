@@ -8,9 +8,11 @@ hides work. Counted: refusals (an honest, exact solution paid -1 because its tim
 credible"), withheld speedups (timing believed unstable: reward 1 instead of its milestone),
 and any other failure. Goal: no refusal in 100.
 
-Prints a table and writes JSON. Run it on the GPU machine for the GPU figure.
+Prints a table and writes JSON, and each judge's outcome to a JSONL beside it as it arrives.
+``--max-minutes`` starts no judge after that long (the JSON says how many were judged). Run it on
+the GPU machine for the GPU figure.
 
-    python benchmarks/false_refusals.py [--device cuda|cpu] [--n 100] [--concurrency N] [--example fused_elementwise]
+    python benchmarks/false_refusals.py [--device cuda|cpu] [--n 100] [--concurrency N] [--max-minutes M]
 """
 
 from __future__ import annotations
@@ -47,15 +49,28 @@ def outcome(verdict) -> str:
     return f"other: {verdict.status}: {verdict.error[:120]}"
 
 
-async def judge_all(pool, task, solution, n: int, progress: Progress) -> list:
+async def judge_all(pool, task, solution, n: int, feeders: int, deadline: float, log: Path,
+                    progress: Progress) -> list:
+    """Up to ``n`` judges, ``feeders`` at a time, none started after ``deadline``; each verdict's
+    outcome is appended to ``log`` as it arrives, so a cut run keeps what it judged."""
     bar = progress.add_task("judging", total=n)
+    verdicts: list = []
+    started = 0
 
-    async def one():
-        verdict = await pool.evaluate(task, solution, "profile")
-        progress.advance(bar)
-        return verdict
+    async def feeder():
+        nonlocal started
+        while started < n and time.monotonic() < deadline:
+            started += 1
+            verdict = await pool.evaluate(task, solution, "profile")
+            verdicts.append(verdict)
+            stats = verdict.timings.get("candidate")
+            with log.open("a") as fh:
+                fh.write(json.dumps({"outcome": outcome(verdict), "reward": verdict.reward,
+                                     "candidate_ms": stats.median_ms if stats else None}) + "\n")
+            progress.advance(bar)
 
-    return await asyncio.gather(*(one() for _ in range(n)))
+    await asyncio.gather(*(feeder() for _ in range(feeders)))
+    return verdicts
 
 
 def main() -> None:
@@ -64,6 +79,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100)
     parser.add_argument("--concurrency", type=int, default=None, help="judges at once (default: the pool's)")
     parser.add_argument("--example", default="fused_elementwise", help="a folder of examples/")
+    parser.add_argument("--max-minutes", type=float, default=None, help="start no judge after this long")
     parser.add_argument("--out", type=Path, default=None, help="JSON (default: benchmarks/results/false_refusals-BACKEND.json)")
     args = parser.parse_args()
 
@@ -71,34 +87,38 @@ def main() -> None:
     concurrency = args.concurrency or default_concurrency()
     example = ROOT / "examples" / args.example
     task, solution = load_task(example / "model.py"), load_solution(example / backend)
+    out = args.out or ROOT / "benchmarks" / "results" / f"false_refusals-{backend}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    log = out.with_suffix(".jsonl")
+    log.write_text("")
     with tempfile.TemporaryDirectory() as tmp:
         config = JudgeConfig(backend=backend, cache_dir=Path(tmp) / "cache")
         with LocalJudgePool(config, concurrency) as pool:
             asyncio.run(pool.evaluate(task, solution, "profile"))  # builds and caches the baselines
             started = time.perf_counter()
+            deadline = time.monotonic() + (args.max_minutes * 60 if args.max_minutes else float("inf"))
             with Progress(console=Console(stderr=True)) as progress:
-                verdicts = asyncio.run(judge_all(pool, task, solution, args.n, progress))
+                verdicts = asyncio.run(judge_all(pool, task, solution, args.n, concurrency, deadline, log, progress))
             seconds = time.perf_counter() - started
     counts = collections.Counter(outcome(v) for v in verdicts)
     rewards = collections.Counter(v.reward for v in verdicts)
     medians = [v.timings["candidate"].median_ms for v in verdicts if v.timings.get("candidate")]
-    result = {"command": " ".join(sys.argv), "backend": backend, "example": args.example, "n": args.n,
-              "concurrency": concurrency, "seconds": seconds, "outcomes": dict(counts),
+    judged = len(verdicts)
+    result = {"command": " ".join(sys.argv), "backend": backend, "example": args.example, "asked": args.n,
+              "judged": judged, "concurrency": concurrency, "seconds": seconds, "outcomes": dict(counts),
               "rewards": {str(k): v for k, v in sorted(rewards.items())},
-              "refusal_rate": counts.get("refused", 0) / args.n,
+              "refusal_rate": counts.get("refused", 0) / max(1, judged),
               "candidate_median_ms": {"median": statistics.median(medians), "min": min(medians),
                                       "max": max(medians)} if medians else None,
-              "goal_met": counts.get("refused", 0) == 0}
-    table = Table(title=f"{args.n} honest judges of {args.example} ({backend}, {concurrency} at once, {seconds:.0f} s)")
+              "goal_met": counts.get("refused", 0) == 0 and judged >= 100}
+    table = Table(title=f"{judged} honest judges of {args.example} ({backend}, {concurrency} at once, {seconds:.0f} s)")
     for column in ("outcome", "judges"):
         table.add_column(column)
     for name, count in counts.most_common():
         table.add_row(name, str(count))
     Console().print(table)
     Console().print(f"rewards: {result['rewards']}; refusal rate {result['refusal_rate']:.1%} "
-                    f"({'goal met' if result['goal_met'] else 'goal missed'}: none in {args.n})")
-    out = args.out or ROOT / "benchmarks" / "results" / f"false_refusals-{backend}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
+                    f"({'goal met' if result['goal_met'] else 'goal not shown'}: none in 100)")
     out.write_text(json.dumps(result, indent=1, default=str))
 
 
