@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.judge.process_tree import TOKEN_VARIABLE, ProcessTree, new_token, strays_elsewhere
+from cuda_agent.judge.process_tree import TOKEN_VARIABLE, ProcessTree, launched, new_token, strays_elsewhere
 from cuda_agent.solution import load_solution
 from cuda_agent.task import load_task
 
@@ -150,3 +150,14 @@ def test_an_honest_candidate_has_no_strays_and_its_isolation_is_recorded(cpu_jud
     assert record["processes"]
     if os.geteuid() == 0:
         assert record["ipc_isolated"] is True
+
+
+@pytest.mark.parametrize("signal_number", [9, 11, 15])
+def test_the_launcher_dies_as_its_worker_did(signal_number):
+    """A worker killed by a signal (the kernel's out-of-memory killer sends SIGKILL) is reported
+    as killed by it, not as an exit with code 1."""
+    worker = f"import os; os.kill(os.getpid(), {signal_number})"
+    done = subprocess.run(launched([sys.executable, "-c", worker], sys.executable), capture_output=True, timeout=60)
+    assert done.returncode == -signal_number, done.stderr.decode()[-2000:]
+    exited = subprocess.run(launched([sys.executable, "-c", "raise SystemExit(3)"], sys.executable), timeout=60)
+    assert exited.returncode == 3

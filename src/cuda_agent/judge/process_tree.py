@@ -46,8 +46,10 @@ while True:
     except InterruptedError:
         pass
 if os.WIFSIGNALED(status):
-    signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-    os.kill(os.getpid(), os.WTERMSIG(status))
+    sig = os.WTERMSIG(status)
+    if sig not in (signal.SIGKILL, signal.SIGSTOP):  # these two take no handler (EINVAL)
+        signal.signal(sig, signal.SIG_DFL)
+    os.kill(os.getpid(), sig)
 os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 """
 
