@@ -22,6 +22,13 @@ def cuda_available() -> bool:
         return False
 
 
+def machine_gpu(index: int) -> str:
+    """GPU ``index`` as the machine numbers it: CUDA_VISIBLE_DEVICES maps a process's indices to
+    the machine's, so a process given one GPU of several (a Ray actor) sees it as 0."""
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    return visible[index] if index < len(visible) else str(index)
+
+
 def resolve_backend(requested: str | None) -> str:
     """'cuda' or 'cpu'. None or 'auto' picks cuda when a GPU is visible."""
     if requested in (None, "", "auto"):

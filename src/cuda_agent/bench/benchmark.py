@@ -94,11 +94,6 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
         if not pools and not options.report_only:
             pools = [make_pool("local", replace(options.judge, backend=backend, device_index=i), jobs)
                      for i in range(gpus)]
-    except BaseException:
-        for pool in pools:
-            pool.close()
-        raise
-    try:
         solutions = options.solutions
         if options.agent is not None:
             solutions = options.out / AGENT_DIR

@@ -127,7 +127,6 @@ class RayWorkerPool:
             raise ClusterError(f"a Ray pool needs at least one worker; got {workers}")
         ray = require_ray()
         self.resources = connect(address)
-        self.workers = workers
         self.max_pending = max_pending or 2 * workers
         self.unavailable_timeout_s = unavailable_timeout_s
         options = {"num_cpus": cpus_per_worker, "num_gpus": gpus_per_worker, "resources": dict(resources or {}),
@@ -193,16 +192,13 @@ class RayWorkerPool:
                 asyncio.ensure_future(self._release_when_done(index, ref))
                 raise
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
-                self.busy.discard(index)
-                self._lost(index)
+                self._done(index, lost=True)
                 self.retried += 1
                 continue  # judged again on another actor; the lost run returned nothing
             except BaseException:  # the job itself raised: the actor is free again
-                self.busy.discard(index)
-                self._idle.put_nowait(index)
+                self._done(index)
                 raise
-            self.busy.discard(index)
-            self._idle.put_nowait(index)
+            self._done(index)
             if status == "ok":
                 return value
             if status == "timeout":
@@ -226,15 +222,17 @@ class RayWorkerPool:
         try:
             await ref
         except Exception:
-            self.busy.discard(index)
-            self._lost(index)
+            self._done(index, lost=True)
             return
-        self.busy.discard(index)
-        self._idle.put_nowait(index)
+        self._done(index)
 
-    def _lost(self, index: int) -> None:
-        """Ray restarts the actor; it takes jobs again once it answers."""
-        if index not in self._down:
+    def _done(self, index: int, lost: bool = False) -> None:
+        """The actor's job is over: it takes the next, or, lost, Ray restarts it and it takes jobs
+        again once it answers."""
+        self.busy.discard(index)
+        if not lost:
+            self._idle.put_nowait(index)
+        elif index not in self._down:
             self._down.add(index)
             asyncio.ensure_future(self._rejoin(index))
 
@@ -321,16 +319,14 @@ class RayJudgePool:
             per_gpu_workers = max(1, concurrency or 1)
             judge_gpus = int(resources[resource]) if resource else gpus  # a judge node's resource counts its GPUs
             workers = workers or judge_gpus * per_gpu_workers
-            per_gpu = 1.0 / per_gpu_workers
+            gpus_each = share = 1.0 / per_gpu_workers
             cpus = max(1.0, resources.get("CPU", 1) / max(1, workers))
-            self.workers = RayWorkerPool(_start_ray_judge, (self.config, cpus), workers, cpus_per_worker=cpus,
-                                         gpus_per_worker=per_gpu, resources={resource: per_gpu} if resource else None,
-                                         address=address, max_pending=max_pending)
         else:
             workers = workers or concurrency or max(1, int(resources.get("CPU", 1) // cpus_per_worker))
-            self.workers = RayWorkerPool(_start_ray_judge, (self.config, cpus_per_worker), workers,
-                                         cpus_per_worker=cpus_per_worker, resources={resource: 1.0} if resource else None,
-                                         address=address, max_pending=max_pending)
+            gpus_each, share, cpus = 0.0, 1.0, cpus_per_worker
+        self.workers = RayWorkerPool(_start_ray_judge, (self.config, cpus), workers, cpus_per_worker=cpus,
+                                     gpus_per_worker=gpus_each, resources={resource: share} if resource else None,
+                                     address=address, max_pending=max_pending)
         self.max_concurrent = workers
 
     async def evaluate(self, task: Task, solution: Solution, stage: str, timeout_s: float | None = None) -> Verdict:

@@ -38,7 +38,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from ..device import resolve_backend
+from ..device import machine_gpu, resolve_backend
 from ..errors import SolutionFormatError
 from ..solution import Solution, validate_solution
 from ..task import Task
@@ -60,11 +60,9 @@ from .run_timing import RunTiming
 from .run_verify import RunVerification
 from .run_workers import RunWorkers
 
-
-
-
 NOT_BUILT_AT_COMPILE = ("format and rules checked, nothing built yet: a single-file solution builds its "
                         "extension with load_inline when verify imports it, and its build errors show there")
+
 
 class Judge:
     """Judges candidate solutions for tasks. Reusable and safe to share across threads."""
@@ -248,12 +246,9 @@ class Judge:
         return [Path(p) for p in self.config.hidden_paths]
 
     def visible_device(self) -> str:
-        """The device as this machine names it (CUDA_VISIBLE_DEVICES maps our index to it): a
-        process given one GPU of several (a Ray actor) sees it as index 0."""
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        ids = [i.strip() for i in visible.split(",")] if visible else []
+        """The device as this machine names it (``device.machine_gpu``)."""
         index = self.config.device_index
-        return ids[index] if self.backend == "cuda" and index < len(ids) else str(index)
+        return machine_gpu(index) if self.backend == "cuda" else str(index)
 
     def device_slot(self) -> int:
         """Which of the machine's devices this judge times on, for choosing cores."""

@@ -148,11 +148,10 @@ def _timing_lock(settings: ProbeSettings):
         return nullcontext()
     from filelock import FileLock
 
-    # Named by the GPU as the machine numbers it: a worker given one GPU of several sees it as 0.
-    index = str(torch.cuda.current_device())
-    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-    name = visible[int(index)] if int(index) < len(visible) else index
+    from ..device import machine_gpu
+
     os.makedirs(settings.lock_dir, exist_ok=True)
+    name = machine_gpu(torch.cuda.current_device())  # a worker given one GPU of several sees it as 0
     return FileLock(os.path.join(settings.lock_dir, f"synth-timing-gpu{name}.lock"))
 
 
