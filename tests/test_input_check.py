@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from cuda_agent.judge.run_support import check_inputs
-from cuda_agent.judge.worker_main import input_digests
+from cuda_agent.judge.run_support import check_aliases, check_inputs
+from cuda_agent.judge.worker_main import input_digests, output_aliases
 from cuda_agent.solution import load_solution
 from cuda_agent.task import load_task
 
@@ -40,6 +40,27 @@ def test_digests_of_odd_sizes_dtypes_and_layouts():
                   torch.randn(3, dtype=torch.float64), torch.empty(0), torch.tensor(2.5)):
         a, b = input_digests([value, value.clone()], key=1)
         assert a == b and isinstance(a, int)
+
+
+def test_aliases_are_outputs_in_an_inputs_memory():
+    x, w = torch.randn(64, 64), torch.randn(64)
+    assert output_aliases([x, w, 2.0], x.clone()) == []
+    assert output_aliases([x, w, 2.0], x) == [[0, 0]]
+    assert output_aliases([x, w], x[8:16].t()) == [[0, 0]]  # a view of a slice
+    assert output_aliases([x, w], (torch.relu(x), w.view(8, 8))) == [[1, 1]]
+    inside = torch.from_numpy(x.numpy().reshape(-1)[128:144])  # memory inside x, a storage of its own
+    assert inside.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+    assert output_aliases([x], inside) == [[0, 0]]
+    assert output_aliases([torch.empty(0)], torch.empty(0)) == []
+
+
+def test_the_judge_refuses_an_alias_the_reference_does_not_make():
+    assert check_aliases({"aliases": []}, {"aliases": []}, 0) is None
+    assert check_aliases({"aliases": [[0, 1]]}, {"aliases": [[0, 1]]}, 0) is None  # the reference returns a view too
+    failed = check_aliases({"aliases": []}, {"aliases": [[0, 0]]}, 2)
+    assert failed is not None and not failed.passed and failed.index == 2 and failed.phase == "aliases"
+    assert "shares memory with input 0" in failed.message
+    assert check_aliases({"aliases": [[0, 1]]}, {"aliases": [[0, 0]]}, 0) is not None
 
 
 def _reply(before, after, values=None):

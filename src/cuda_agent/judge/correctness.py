@@ -46,7 +46,7 @@ class CheckResult:
     elements: int = 0
     worst: str | None = None      # where the largest error is, e.g. "output[0][3, 17]"
     message: str = ""
-    phase: str = "verify"         # verify | timing (an output of a timed call)
+    phase: str = "verify"         # verify | timing (an output of a timed call) | inputs | aliases
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -120,6 +120,19 @@ def check_inputs(ref: dict, got: dict, index: int, cfg: JudgeConfig) -> CheckRes
     return None
 
 
+def check_aliases(ref: dict, got: dict, index: int) -> CheckResult | None:
+    """A failed check if an output of the candidate shares memory with an input where the
+    reference's output does not: the caller's output and input would change together, and
+    handing an input back is no computation of the output at all."""
+    own = {tuple(pair) for pair in ref["aliases"]}
+    for output, argument in got["aliases"]:
+        if (output, argument) not in own:
+            return CheckResult(index, False, phase="aliases", message=(
+                f"output {output} shares memory with input {argument} (argument {argument + 1}), where the "
+                "reference returns memory of its own: write the output into a tensor you allocate"))
+    return None
+
+
 def _matches(value: Any, kind: Any) -> bool:
     if kind is object:
         return True

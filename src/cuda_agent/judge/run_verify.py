@@ -12,7 +12,7 @@ from .audit import TaskAudit
 from .correctness import compare_outputs, float32_errors, precision_report
 from .verdict import Violation
 from .worker_process import WorkerError
-from .run_support import _fail, CHECK_TRANSFORMS, check_inputs
+from .run_support import _fail, CHECK_TRANSFORMS, check_aliases, check_inputs
 
 
 class RunVerification:
@@ -42,18 +42,20 @@ class RunVerification:
             ref = self._call(self.ref, "run", cfg.call_timeout_s,
                              {"input_seed": seed, "transform": transform, "audit": True,
                               "tolerance": [cfg.atol, cfg.rtol], "digest_key": key, "float64": cfg.check_precision},
-                             expect={"output": object, "transform": str, "identity_passes": bool,
+                             expect={"output": object, "transform": str, "identity_passes": bool, "aliases": list,
                                      "inputs_before": list, "inputs_after": list, "inputs": dict})
             record = {"ops": cfg.runtime_checks,
                       "kernels": cfg.runtime_checks and self.judge.backend == "cuda" and i == cfg.num_checks - 1}
             changed = [int(k) for k in ref["inputs"]]
             got = self._call(self.cand, "run", cfg.call_timeout_s,
                              {"input_seed": seed, "transform": ref["transform"], "record": record},
-                             expect={"output": object, "evidence": dict})
+                             expect={"output": object, "evidence": dict, "aliases": list})
             if cfg.runtime_checks:
                 self._assess(got["evidence"], record, warm=i > 0 or self.judge.backend == "cpu")
             v.checks.append(compare_outputs(got["output"], ref["output"], i, cfg.atol, cfg.rtol,
                                             norm_rtol=cfg.norm_rtol))
+            if v.checks[-1].passed and (aliased := check_aliases(ref, got, i)):
+                v.checks.append(aliased)
             if v.checks[-1].passed and ref.get("output64") is not None:
                 if errors := float32_errors(got["output"], ref["output"], ref["output64"]):
                     precision.append(errors)

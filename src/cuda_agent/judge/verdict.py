@@ -122,6 +122,8 @@ def render_feedback(v: Verdict) -> str:
                          "(every timed call must compute the real result)")
         elif first is not None and first.phase == "inputs":
             lines.append("incorrect: forward leaves its inputs other than the reference does")
+        elif first is not None and first.phase == "aliases":
+            lines.append("incorrect: an output is (part of) an input's memory, where the reference's is not")
         else:
             lines.append(f"incorrect: {len(failed)} of {len(verify)} checks failed")
         if first is not None:

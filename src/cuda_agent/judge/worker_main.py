@@ -255,6 +255,21 @@ def _tensors(value: Any) -> list:
     return []
 
 
+def output_aliases(inputs: list[Any], output: Any) -> list[list[int]]:
+    """[output tensor, input] pairs whose memory overlaps: an output that is an input, a view of
+    one, or memory inside one."""
+    import torch
+
+    def extent(t: Any) -> tuple[str, int, int] | None:
+        storage = t.untyped_storage()
+        return (str(t.device), storage.data_ptr(), storage.data_ptr() + storage.nbytes()) if storage.nbytes() else None
+
+    outs = [extent(t) for t in _tensors(output)]
+    ins = [extent(x) if isinstance(x, torch.Tensor) else None for x in inputs]
+    return [[o, k] for o, a in enumerate(outs) for k, b in enumerate(ins)
+            if a and b and a[0] == b[0] and a[1] < b[2] and b[1] < a[2]]
+
+
 class Worker:
     def __init__(self) -> None:
         self.role = ""
@@ -463,7 +478,7 @@ class Worker:
             before = input_digests(inputs, key) if key is not None else None
             output = forward()
             self.synchronize()
-        reply: dict[str, Any] = {"output": output, "transform": transform}
+        reply: dict[str, Any] = {"output": output, "transform": transform, "aliases": output_aliases(inputs, output)}
         self._last_inputs = inputs
         if key is not None:
             # The reference's inputs before and after its forward, and the values of any input
