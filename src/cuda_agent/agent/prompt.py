@@ -36,12 +36,13 @@ def system_prompt(skill_text: str) -> str:
     return skill_text.rstrip() + "\n\n" + AGENT_GUIDE
 
 
-def task_prompt(task: Task, backend: str) -> str:
+def task_prompt(task: Task, backend: str, closing: str = "Call `finish` when you are done.") -> str:
+    """The first request; ``closing`` says how the work ends (the MCP server has no ``finish``)."""
     target = "CUDA kernels" if backend == "cuda" else "C++ kernels (the cpu backend)"
     return (f"Optimise the task `{task.name}` with {target}. Its reference, `model.py`, is:\n\n"
             f"```python\n{task.source.rstrip()}\n```\n\n"
             "Implement `ModelNew` in `model_new.py` with kernels under `kernels/`, make it correct, "
-            "then make it faster than torch.compile. Call `finish` when you are done.")
+            f"then make it faster than torch.compile. {closing}".rstrip())
 
 
 def opening_messages(task: Task, backend: str, skill_text: str) -> list[Message]:

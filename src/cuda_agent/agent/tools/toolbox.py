@@ -110,17 +110,24 @@ class ToolBox:
                 raise ToolError(f"the arguments of {tool.name} are not valid JSON ({exc.msg} at line "
                                 f"{exc.lineno}, column {exc.colno}): {shown!r}. Send one JSON object, "
                                 f"e.g. {_example(tool)}") from None
-        if args is None:
-            args = {}  # some models send null for a tool without arguments
-        if not isinstance(args, dict):
-            raise ToolError(f"the arguments of {tool.name} must be a JSON object, not {_json_type(args)}; "
-                            f"send e.g. {_example(tool)}")
-        errors = sorted(self._validators[tool.name].iter_errors(args), key=lambda e: list(e.path))
-        if errors:
-            # A missing or unexpected argument can be reported by several errors: say it once.
-            problems = "; ".join(dict.fromkeys(p for e in errors for p in _describe(e)))
-            raise ToolError(f"invalid arguments for {tool.name}: {problems}. {tool.name} takes {_usage(tool)}.")
-        return args
+        return check_arguments(tool, args, self._validators[tool.name])
+
+
+def check_arguments(tool: Any, args: Any, validator: jsonschema.protocols.Validator) -> dict[str, Any]:
+    """Decoded arguments checked against ``tool.parameters``, or a ToolError that names the
+    argument and says what the tool takes. ``tool`` needs only ``name`` and ``parameters``, so
+    the MCP server checks its own tools' calls the same way."""
+    if args is None:
+        args = {}  # some models send null for a tool without arguments
+    if not isinstance(args, dict):
+        raise ToolError(f"the arguments of {tool.name} must be a JSON object, not {_json_type(args)}; "
+                        f"send e.g. {_example(tool)}")
+    errors = sorted(validator.iter_errors(args), key=lambda e: list(e.path))
+    if errors:
+        # A missing or unexpected argument can be reported by several errors: say it once.
+        problems = "; ".join(dict.fromkeys(p for e in errors for p in _describe(e)))
+        raise ToolError(f"invalid arguments for {tool.name}: {problems}. {tool.name} takes {_usage(tool)}.")
+    return args
 
 
 def _error(text: str, **data: Any) -> ToolOutput:
