@@ -347,6 +347,48 @@ def synth(
         out.print(f"{what}: {path}")
 
 
+@app.command("mcp")
+def mcp_server(
+    http: Optional[int] = typer.Option(None, "--http", help="Serve streamable HTTP on this port, at /mcp (default: stdio)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="With --http: the address to listen on."),
+    root: Optional[Path] = typer.Option(None, "--root", help="Where sessions' workspaces are kept (default: ~/.local/share/cuda-agent/mcp)."),
+    kernelbench: Optional[Path] = typer.Option(None, "--kernelbench", help="A KernelBench checkout, for open_task's LEVEL/ID."),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Judge runs at once, shared by every session (default: cores / 2, at least 2)."),
+    device: Optional[str] = DeviceOpt,
+    cache_dir: Optional[Path] = CacheOpt,
+) -> None:
+    """Serve the sandbox to coding agents over MCP: open a task, work on its files, compile, verify, profile, judge."""
+    from .mcp_server import require_mcp
+
+    require_mcp()
+    import signal
+
+    import anyio
+
+    from .cluster import make_pool
+    from .device import probe_device
+    from .mcp_server.server import HTTP_PATH, build_server, serve_http, serve_stdio
+    from .mcp_server.sessions import SessionStore, default_root
+
+    if concurrency is not None and concurrency < 1:
+        raise CudaAgentError("--concurrency must be at least 1")
+    if kernelbench is not None:
+        from .bench.kernelbench import levels_root
+
+        kernelbench = levels_root(kernelbench).resolve()  # a wrong path fails now, not at the first open_task
+    # Clients and supervisors stop a server with SIGTERM: unwind, so the judge pool shuts down too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    with make_pool("local", _config(device, cache_dir), concurrency) as pool:
+        store = SessionStore(root or default_root(), pool, probe_device(pool.backend), kernelbench)
+        server = build_server(store)
+        err.print(f"cuda-agent MCP server: {pool.backend} backend, sessions in {store.root}")
+        if http is None:
+            anyio.run(serve_stdio, server)
+        else:
+            err.print(f"listening on http://{host}:{http}{HTTP_PATH}")
+            anyio.run(serve_http, server, host, http)
+
+
 @app.command()
 def replay(
     trajectory: Path = typer.Argument(..., help="An episode's trajectory.jsonl (or its directory)."),
