@@ -205,13 +205,19 @@ def test_malformed_calls_are_tool_errors_and_the_session_goes_on(client):
     assert not after.is_error and "class ModelNew" in text(after)
 
 
-def test_a_task_inside_the_workspaces_is_refused(client, root):
-    """A client writes its workspace, so a file there is not a trusted reference for the judge."""
+def test_a_task_where_clients_or_candidates_write_is_refused(client, root, judge_cache):
+    """A client writes its workspace and a candidate its run directory in the judge's cache, so a
+    file in either is no trusted reference for the judge."""
     session = open_session(client)["session"]
     client.call("read_file", {"session": session, "path": "model_new.py"})
     client.call("write_file", {"session": session, "path": "model_new.py", "content": TASK.read_text()})
     result = client.call("open_task", {"task": str(root / session / "workspace" / "model_new.py")})
-    assert result.is_error and "inside the server's workspaces" in text(result)
+    assert result.is_error and f"inside {root.resolve()}" in text(result)
+    left_behind = judge_cache / "mcp-test" / "model.py"
+    left_behind.parent.mkdir(exist_ok=True)
+    left_behind.write_text(TASK.read_text())
+    result = client.call("open_task", {"task": str(left_behind)})
+    assert result.is_error and f"inside {judge_cache.resolve()}" in text(result)
 
 
 @pytest.mark.slow

@@ -77,7 +77,8 @@ class SessionStore:
 
     async def open(self, spec: str) -> Session:
         """A new session with a fresh workspace for the task ``spec`` names."""
-        task = await asyncio.to_thread(resolve_task, spec, session_root=self.root, kernelbench=self.kernelbench)
+        task = await asyncio.to_thread(resolve_task, spec, untrusted=[self.root, Path(self.judge.cache_dir)],
+                                       kernelbench=self.kernelbench)
         while True:  # the name is for people; the random part makes it unique
             session_id = f"{slug(task.name)[:48]}-{secrets.token_hex(4)}"
             if not (self.root / session_id).exists():

@@ -5,8 +5,9 @@
 * ``1/19`` or ``level1/19``: problem 19 of level 1 of the server's ``--kernelbench`` checkout.
 
 Relative paths are the server's, not the client's. A task is the trusted reference the judge
-runs outside the candidate's sandbox, so nothing a client can write is accepted as one: task
-paths inside the server's session root are refused.
+runs outside the candidate's sandbox, so nothing a client or a candidate can write is accepted as
+one: task paths inside the session root (the clients' workspaces) or the judge's cache (its
+builds and run directories) are refused.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ KERNELBENCH_SPEC = re.compile(r"(?:level)?(\d+)/(\d+)")
 DATASET_ROW = re.compile(r"(.+\.(?:jsonl|parquet))#(\d+)")
 
 
-def resolve_task(spec: str, *, session_root: Path, kernelbench: Path | None) -> Task:
+def resolve_task(spec: str, *, untrusted: list[Path], kernelbench: Path | None) -> Task:
     """The one task ``spec`` names; ToolError (saying what to give instead) when it names none."""
     spec = spec.strip()
     if not spec:
@@ -33,9 +34,10 @@ def resolve_task(spec: str, *, session_root: Path, kernelbench: Path | None) -> 
     spec = DATASET_ROW.sub(r"\1:\2", spec)  # the loaders' own row selector
     file, row = re.fullmatch(r"(.+?)(:\d+)?", spec).groups()
     path = Path(file).expanduser().resolve()  # through links too: a link out of the root may point in
-    if path.is_relative_to(session_root.resolve()):
-        raise ToolError(f"{spec} is inside the server's workspaces ({session_root}), where clients write; "
-                        "a task must come from outside them (the judge trusts a task's code)")
+    for place in untrusted:
+        if path.is_relative_to(place.resolve()):
+            raise ToolError(f"{spec} is inside {place}, where clients' or candidates' files are written; a "
+                            "task must come from elsewhere (the judge trusts a task's code)")
     return load_task(f"{path}{row or ''}")  # absolute, so an error says where the server looked
 
 
