@@ -109,8 +109,10 @@ def run_size(args, work: Path, size: int, cache_name: str, kill: bool) -> dict:
     """One size in a process that sees ``size`` GPUs; returns its row."""
     tag = f"{cache_name}-kill" if kill else cache_name
     out = work / f"{tag}.json"
+    # Ray's workers import the package too: from the checkout, where it is not installed.
+    path = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ, CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(size)),
-               TORCHINDUCTOR_CACHE_DIR=str(work / f"inductor-{cache_name}"))
+               TORCHINDUCTOR_CACHE_DIR=str(work / f"inductor-{cache_name}"), PYTHONPATH=path)
     command = [sys.executable, __file__, "--kernelbench", str(args.kernelbench), "--solutions", str(args.solutions),
                "--levels", args.levels, "--copies", str(args.copies), "--jobs", str(args.jobs),
                "--kill-after", str(args.kill_after if kill else 0), "--work", str(work), "--json", str(out),
@@ -142,8 +144,9 @@ def child(args) -> None:
     # Every candidate once: a duplicated or lost verdict shows here.
     records = [r for r in ResultsLog(out / RESULTS_FILE).read() if r["kind"] == "solution"]
     seen = collections.Counter((r["key"], r["sample"]) for r in records)
-    row.update(gpus=size, run=tag, problems=len({r["key"] for r in records}),
-               baselines_per_minute=60.0 * row["problems"] / row["warm_up_seconds"] if row["warm_up_seconds"] else None,
+    problems = len({r["key"] for r in records})
+    row.update(gpus=size, run=tag, problems=problems,
+               baselines_per_minute=60.0 * problems / row["warm_up_seconds"] if row["warm_up_seconds"] else None,
                duplicated=sorted(f"{k} sample {s}" for (k, s), n in seen.items() if n > 1),
                killed=killer.killed if killer else None)
     args.json.write_text(json.dumps(row, default=str))

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.judge.process_tree import TOKEN_VARIABLE, ProcessTree, launched, new_token, strays_elsewhere
+from cuda_agent.judge.process_tree import (TOKEN_VARIABLE, ProcessTree, launched, new_token, only_child,
+                                           strays_elsewhere)
 from cuda_agent.solution import load_solution
 from cuda_agent.task import load_task
 
@@ -150,6 +151,37 @@ def test_an_honest_candidate_has_no_strays_and_its_isolation_is_recorded(cpu_jud
     assert record["processes"]
     if os.geteuid() == 0:
         assert record["ipc_isolated"] is True
+
+
+def test_the_launcher_keeps_a_detached_process_that_dropped_its_token(marker):
+    """Without a PID namespace (the CUDA backend), the launcher is a subreaper: a process that
+    detaches and clears its environment is still below it, found, and ended with the worker."""
+    script = DETACH.replace('os.execv("/bin/sleep", ["sleep", seconds])',
+                            'os.execve("/bin/sleep", ["sleep", seconds], {})') + f"\n_detach({marker!r})\nimport time\ntime.sleep(60)\n"
+    token = new_token()
+    launcher = subprocess.Popen(launched([sys.executable, "-c", script], sys.executable),
+                                env={**os.environ, TOKEN_VARIABLE: token}, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not _alive_with_argument(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        detached = _alive_with_argument(marker)
+        assert detached, "the detached sleep never started"
+        worker = only_child(launcher.pid)
+        assert worker is not None and worker not in detached
+        assert set(detached) <= set(ProcessTree(worker, token, own=(launcher.pid,), launcher=launcher.pid).strays())
+        assert not set(detached) & set(ProcessTree(worker, token, own=(launcher.pid,)).strays())  # the token alone misses it
+        os.kill(worker, 9)  # the worker dies: the launcher ends what it left
+        launcher.wait(timeout=30)
+        deadline = time.monotonic() + 5
+        while _alive_with_argument(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _alive_with_argument(marker) == []
+    finally:
+        launcher.kill()
+        launcher.wait()
+        for pid in _alive_with_argument(marker):
+            os.kill(pid, 9)
 
 
 @pytest.mark.parametrize("signal_number", [9, 11, 15])

@@ -100,6 +100,48 @@ def test_the_filter_names_what_it_refuses():
     assert "seccomp" in FILTER.description
 
 
+LATE_RULE = r"""
+import errno, json, socket, sys, threading
+sys.path[:0] = sys.argv[1:]
+from cuda_agent.judge.seccomp import refuse_unix_sockets
+def unix_socket():
+    try:
+        socket.socket(socket.AF_UNIX).close()
+        return 0
+    except OSError as exc:
+        return exc.errno
+result = {"before": unix_socket()}
+go, seen = threading.Event(), {}
+def thread():  # started before the rule, as the CUDA driver's threads are
+    go.wait()
+    seen["thread"] = unix_socket()
+t = threading.Thread(target=thread); t.start()
+refuse_unix_sockets()
+go.set(); t.join()
+result.update(after=unix_socket(), thread=seen["thread"], socketpair=len(socket.socketpair()) == 2,
+              filters=int(open("/proc/self/status").read().split("Seccomp_filters:")[1].split()[0]))
+print(json.dumps(result))
+"""
+
+
+@needs_filter
+def test_a_worker_adds_the_unix_socket_rule_to_every_thread_once_started():
+    import errno
+
+    import cuda_agent
+
+    without = compiled_filter(unix_sockets=False)
+    assert without.program != FILTER.program
+    src = str(__import__("pathlib").Path(cuda_agent.__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-c", LATE_RULE, src], capture_output=True, text=True, timeout=60,
+                         preexec_fn=make_preexec(SandboxPolicy(isolate_network=False, seccomp_program=without.program)))
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["before"] == 0  # what the CUDA driver needs while it starts
+    assert result["after"] == errno.EACCES and result["thread"] == errno.EACCES
+    assert result["socketpair"] is True and result["filters"] == 2
+
+
 @pytest.fixture(scope="module")
 def task(fixtures_dir):
     return load_task(fixtures_dir / "tasks" / "scale_bias_relu.py")
@@ -111,6 +153,7 @@ def test_an_honest_candidate_runs_under_the_filter(cpu_judge, task, fixtures_dir
     verdict = cpu_judge.evaluate(task, load_solution(fixtures_dir / "solutions" / "cpu" / "correct"), stage="verify")
     assert verdict.status == "ok", verdict.error
     assert verdict.isolation["candidate"]["syscalls"].startswith("seccomp:")
+    assert "could not be added" not in verdict.isolation["candidate"]["syscalls"]
 
 
 @pytest.mark.slow

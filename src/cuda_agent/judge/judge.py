@@ -142,12 +142,13 @@ class Judge:
                     self._op_counter = (None, f"timed calls' ATen ops not counted: the counter did not build ({exc})")
         return self._op_counter
 
-    def syscall_filter(self) -> tuple[bytes | None, str]:
-        """The seccomp program for candidates and their compiles (or None), and what it is."""
+    def syscall_filter(self, unix_sockets: bool = True) -> tuple[bytes | None, str]:
+        """The seccomp program for candidates and their compiles (or None), and what it is;
+        ``unix_sockets=False``: without the Unix-socket rule, which a worker adds itself."""
         if not self.config.filter_syscalls:
             return None, "no seccomp filter: switched off"
         try:
-            found = compiled_filter()
+            found = compiled_filter(unix_sockets)
         except (SeccompUnavailable, OSError) as exc:
             return None, f"no seccomp filter: {exc}"
         return found.program, found.description

@@ -9,9 +9,16 @@ parent-death signal). The worker itself must be inside the namespace, not only i
 process whose children go to another PID namespace cannot start threads, and the CUDA driver,
 OpenMP and the profiler all do.
 
-Where no namespace can be made, each worker carries a token in its environment, which its
-children inherit, and the judge finds them by it. Native code that overwrites its own environment
-before forking escapes that fallback, which is why the verdict records which of the two held.
+Where no namespace can be made, and on the CUDA backend, the launcher is a child subreaper
+instead: a process that detaches (``setsid``, double forks) is reparented to the launcher, not to
+the machine's init, so every process the candidate starts stays in the launcher's subtree, where
+the judge finds it. (The CUDA driver does not start in a PID namespace whose ``/proc`` is the
+machine's: it looks itself up by the pid the namespace gives it. A ``/proc`` of the namespace's
+own would have to be mounted by its init before the sandbox takes its privileges, which the
+launcher, started after them, cannot do.) Each worker also carries a token in its environment,
+which its children inherit, and the judge finds them by that too; native code that overwrites its
+own environment before forking escapes the token alone, which is why the verdict records which
+method held.
 
 The judge asks ``ProcessTree.strays`` at its checkpoints: any process of the candidate's besides
 its worker is a violation, and one alive during another candidate's timing makes that timing
@@ -31,9 +38,11 @@ from pathlib import Path
 TOKEN_VARIABLE = "CUDA_AGENT_WORKER_TOKEN"
 
 # Run as ``python -I -S -c LAUNCHER <worker argv>``. It forks the worker (pid 1 of the new
-# namespace), holds no channel of the judge's, and exits as the worker did.
+# namespace, where there is one), holds no channel of the judge's, takes in the worker's orphans
+# (a child subreaper), and exits as the worker did.
 LAUNCHER = """\
 import ctypes, os, signal, sys
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 pid = os.fork()
 if pid == 0:
     ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the launcher
@@ -45,6 +54,21 @@ while True:
         break
     except InterruptedError:
         pass
+def orphans():
+    try:
+        return [int(p) for p in open(f"/proc/self/task/{os.getpid()}/children").read().split()]
+    except OSError:
+        return []
+while left := orphans():  # what the worker left running ends here, not under the machine's init
+    for child in left:
+        try:
+            os.kill(child, signal.SIGKILL)
+        except OSError:
+            pass
+    try:
+        os.waitpid(-1, 0)
+    except ChildProcessError:
+        break
 if os.WIFSIGNALED(status):
     sig = os.WTERMSIG(status)
     if sig not in (signal.SIGKILL, signal.SIGSTOP):  # these two take no handler (EINVAL)
@@ -103,6 +127,21 @@ def _environment_has(pid: str, marker: bytes) -> bool:
         return False
 
 
+def _descendants(root: int) -> set[int]:
+    """Every process below ``root``, by the parent each names in /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and (fields := stat_fields(entry.name)):
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
 def _alive(pid: int) -> bool:
     fields = stat_fields(pid)
     return bool(fields) and fields[0] not in (b"Z", b"X")
@@ -113,15 +152,19 @@ _live_lock = threading.Lock()
 
 
 class ProcessTree:
-    """The processes of one worker: its PID namespace where it has one, else its token.
+    """The processes of one worker: its PID namespace where it has one, else its launcher's
+    subtree (a subreaper's) and its token.
 
     ``worker_pid`` is the worker itself; ``own`` are processes of the judge's making around it
-    (the launcher), never counted as the candidate's. A ``watched`` tree (a candidate's) is one
-    whose strays other timings look for; a trusted reference's helpers (torch.compile's compile
-    workers, say) are not strays of anyone's."""
+    (the launcher), never counted as the candidate's; ``launcher`` is the subreaper above the
+    worker, if it has one. A ``watched`` tree (a candidate's) is one whose strays other timings
+    look for; a trusted reference's helpers (torch.compile's compile workers, say) are not strays
+    of anyone's."""
 
-    def __init__(self, worker_pid: int, token: str, own: tuple[int, ...] = (), watched: bool = True):
+    def __init__(self, worker_pid: int, token: str, own: tuple[int, ...] = (), watched: bool = True,
+                 launcher: int | None = None):
         self.worker_pid, self.token, self.own = worker_pid, token, {worker_pid, *own}
+        self.launcher = launcher
         namespace = _namespace(worker_pid)
         self.namespace = namespace if namespace is not None and namespace != _namespace("self") else None
         if watched:
@@ -132,19 +175,23 @@ class ProcessTree:
     def method(self) -> str:
         if self.namespace is not None:
             return "a PID namespace of its own, killed with the judge"
+        if self.launcher is not None:
+            return ("the subtree of a child subreaper (detached processes stay in it) and an inherited "
+                    "environment token (no PID namespace: not root, or the CUDA backend)")
         return "found by an inherited environment token (no PID namespace: needs root or CAP_SYS_ADMIN)"
 
     def members(self) -> list[int]:
         """This worker's processes besides the worker itself (and the launcher)."""
         marker = f"{TOKEN_VARIABLE}={self.token}".encode()
         found = []
+        below = _descendants(self.launcher) if self.namespace is None and self.launcher is not None else set()
         for entry in os.scandir("/proc"):
             if not entry.name.isdigit() or int(entry.name) in self.own:
                 continue
             if self.namespace is not None:
                 if _namespace(entry.name) == self.namespace:
                     found.append(int(entry.name))
-            elif _environment_has(entry.name, marker):
+            elif int(entry.name) in below or _environment_has(entry.name, marker):
                 found.append(int(entry.name))
         return found
 

@@ -111,10 +111,14 @@ class RunWorkers:
         policy = SandboxPolicy(isolate_network=self.cfg.isolate_network)
         if role == "candidate":
             fd, filesystem = self._landlock()
-            program, syscalls = self.judge.syscall_filter()
+            # The worker adds the Unix-socket rule once the CUDA driver, which needs a socket, is up.
+            program, syscalls = self.judge.syscall_filter(unix_sockets=False)
+            # The CUDA driver fails to start in a PID namespace whose /proc is the machine's
+            # (process_tree says why): there the launcher's subreaper keeps the candidate's tree.
             policy = SandboxPolicy(isolate_network=self.cfg.isolate_network, isolate_ipc=True, landlock_fd=fd,
                                    run_as=self.run_as, drop_capabilities=self.drop_capabilities,
-                                   new_pid_namespace=os.geteuid() == 0, seccomp_program=program)
+                                   new_pid_namespace=os.geteuid() == 0 and self.judge.backend != "cuda",
+                                   subreaper=True, seccomp_program=program)
         name = f"{role}-{mode}" if role == "reference" else role
         spec = WorkerSpec(role=name, run_dir=self.dir, policy=policy, env=self._env(role),
                           memory_limit_bytes=self.cfg.memory_limit_bytes, python=self.judge.python)
@@ -131,6 +135,7 @@ class RunWorkers:
             setup["warm_profiler"] = self.cfg.runtime_checks  # the kernel record needs it soon
             setup["solution_path"] = str(self.solution_dir / MODEL_FILE)
             setup["module_path"] = str(self.module) if self.module else None
+            setup["refuse_unix_sockets"] = program is not None
         reply = worker.request("setup", self.cfg.load_timeout_s, **setup)
         _check_reply(reply, {"device": dict, "network_isolated": bool, "filesystem_confined": bool, "uid": int},
                      "setup")
@@ -148,8 +153,7 @@ class RunWorkers:
                                "ipc_isolated": own_namespace(worker.pid, "ipc"),
                                "processes": worker.tree.method,
                                "ops": counted,
-                               "syscalls": (syscalls if program is None or reply.get("seccomp_filters", 0) > 0
-                                            else "a seccomp filter was asked for, but installing it failed"),
+                               "syscalls": _syscalls(syscalls, program, reply),
                                "limits": {"open_files": policy.max_open_files, "file_bytes": policy.max_file_bytes,
                                           "memory_bytes": self.cfg.memory_limit_bytes,
                                           "processes": policy.max_processes if self.run_as else None,
@@ -199,3 +203,14 @@ class RunWorkers:
             worker.post(message, self.cfg.call_timeout_s)
         except WorkerError as exc:
             self._worker_failed(worker.spec.role, exc)
+
+
+def _syscalls(described: str, program: bytes | None, reply: dict) -> str:
+    """What the candidate's seccomp filter is, as its worker reports it installed."""
+    if program is None:
+        return described
+    if reply.get("seccomp_filters", 0) <= 0:
+        return "a seccomp filter was asked for, but installing it failed"
+    if reply.get("unix_sockets_refused") is not True:
+        return f"{described}; but the Unix-socket rule could not be added: {reply.get('unix_sockets_refused')}"
+    return described

@@ -78,6 +78,9 @@ class SandboxPolicy:
     # init exits every process in the namespace is killed. Needs CAP_SYS_ADMIN. The exec'd program
     # itself can then start no threads: judge workers go through ``process_tree.LAUNCHER``.
     new_pid_namespace: bool = False
+    # Run under the launcher all the same, as a child subreaper: the candidate's detached
+    # processes stay below it (``process_tree``), where no PID namespace is made.
+    subreaper: bool = False
     seccomp_program: bytes | None = None  # a BPF filter (``seccomp``), installed last
 
 

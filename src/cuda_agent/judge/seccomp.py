@@ -13,6 +13,11 @@ userfaultfd; the clock, the host name, reboot and swap; and Unix-domain sockets 
 AF_UNIX): a candidate that is uid 0 without capabilities would otherwise pass the permission check
 on root's sockets (a container runtime's, a Ray node's raylet and object store), which file
 confinement does not cover. Threads, plain forks and pipes stay allowed.
+
+The CUDA driver opens a Unix-domain socket of its own while it starts, and fails to start without
+one. So a candidate's worker is started under the filter without that rule, and adds it itself
+(``refuse_unix_sockets``, to every thread of the process) once the driver is up and before any of
+the candidate's code is loaded. Compiles get the whole filter from the start.
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ AF_UNIX = 1
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
+SECCOMP_SET_MODE_FILTER = 1
+SECCOMP_FILTER_FLAG_TSYNC = 1
+SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}.get(os.uname().machine, 317)
 
 # The CLONE_NEW* flags clone() takes: NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET.
 # (NEWTIME shares its bit with clone()'s exit signal and is taken only by clone3 and unshare.)
@@ -96,9 +104,10 @@ def _errno_action(code: int) -> int:
     return SCMP_ACT_ERRNO_BASE | (code & 0xFFFF)
 
 
-@functools.lru_cache(maxsize=1)
-def compiled_filter() -> Filter:
-    """The filter, as a BPF program (built once per judge process)."""
+@functools.lru_cache(maxsize=2)
+def compiled_filter(unix_sockets: bool = True) -> Filter:
+    """The filter, as a BPF program (built once per judge process); ``unix_sockets=False`` leaves
+    out the rule on Unix-domain sockets, for a worker that adds it later (``refuse_unix_sockets``)."""
     lib = _library()
     ctx = lib.seccomp_init(SCMP_ACT_ALLOW)
     if not ctx:
@@ -118,28 +127,63 @@ def compiled_filter() -> Filter:
             if lib.seccomp_rule_add_exact_array(ctx, _errno_action(errno.EPERM), clone, 1,
                                                 ctypes.byref(flags)) != 0:
                 raise SeccompUnavailable("could not add the rule for clone's namespace flags")
-        sockets = lib.seccomp_syscall_resolve_name(b"socket")
-        unix = _ArgCmp(0, SCMP_CMP_EQ, AF_UNIX, 0)
-        if sockets >= 0 and lib.seccomp_rule_add_exact_array(ctx, _errno_action(errno.EACCES), sockets, 1,
-                                                             ctypes.byref(unix)) != 0:
-            raise SeccompUnavailable("could not add the rule for Unix-domain sockets")
+        if unix_sockets:
+            _refuse_unix_sockets(lib, ctx)
         clone3 = lib.seccomp_syscall_resolve_name(b"clone3")
         if clone3 >= 0 and lib.seccomp_rule_add_exact_array(ctx, _errno_action(errno.ENOSYS), clone3, 0,
                                                             None) != 0:
             raise SeccompUnavailable("could not add the rule for clone3")
-        fd = os.memfd_create("seccomp-bpf")
-        try:
-            if lib.seccomp_export_bpf(ctx, fd) != 0:
-                raise SeccompUnavailable("seccomp_export_bpf failed")
-            os.lseek(fd, 0, os.SEEK_SET)
-            program = b""
-            while chunk := os.read(fd, 1 << 16):
-                program += chunk
-        finally:
-            os.close(fd)
+        program = _export(lib, ctx)
     finally:
         lib.seccomp_release(ctx)
     return Filter(program, tuple(refused))
+
+
+def _refuse_unix_sockets(lib: ctypes.CDLL, ctx: int) -> None:
+    sockets = lib.seccomp_syscall_resolve_name(b"socket")
+    unix = _ArgCmp(0, SCMP_CMP_EQ, AF_UNIX, 0)
+    if sockets >= 0 and lib.seccomp_rule_add_exact_array(ctx, _errno_action(errno.EACCES), sockets, 1,
+                                                         ctypes.byref(unix)) != 0:
+        raise SeccompUnavailable("could not add the rule for Unix-domain sockets")
+
+
+def _export(lib: ctypes.CDLL, ctx: int) -> bytes:
+    fd = os.memfd_create("seccomp-bpf")
+    try:
+        if lib.seccomp_export_bpf(ctx, fd) != 0:
+            raise SeccompUnavailable("seccomp_export_bpf failed")
+        os.lseek(fd, 0, os.SEEK_SET)
+        program = b""
+        while chunk := os.read(fd, 1 << 16):
+            program += chunk
+    finally:
+        os.close(fd)
+    return program
+
+
+def refuse_unix_sockets() -> None:
+    """Add the Unix-domain socket rule to this process, all its threads included (the CUDA
+    driver's, started before); raises SeccompUnavailable if that fails."""
+    lib = _library()
+    ctx = lib.seccomp_init(SCMP_ACT_ALLOW)
+    if not ctx:
+        raise SeccompUnavailable("seccomp_init failed")
+    try:
+        _refuse_unix_sockets(lib, ctx)
+        program = _export(lib, ctx)
+    finally:
+        lib.seccomp_release(ctx)
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise SeccompUnavailable(f"no_new_privs refused: errno {ctypes.get_errno()}")
+    # seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, prog): every thread at once; a
+    # positive result names a thread that could not be synchronised.
+    result = libc.syscall(SYS_SECCOMP, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, ctypes.byref(fprog))
+    if result != 0:
+        raise SeccompUnavailable(f"installing the Unix-socket rule failed: "
+                                 + (f"thread {result} could not take it" if result > 0 else f"errno {ctypes.get_errno()}"))
 
 
 class _SockFprog(ctypes.Structure):

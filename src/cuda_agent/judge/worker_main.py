@@ -366,6 +366,17 @@ class Worker:
         from .recording import numerics_flags
 
         self.flags_before = numerics_flags()  # before any candidate code runs
+        unix_sockets_refused: bool | str | None = None
+        if msg.get("refuse_unix_sockets"):
+            # Now that the CUDA driver is up (it opens a Unix socket of its own while it starts),
+            # and before any of the candidate's code is loaded.
+            from .seccomp import SeccompUnavailable, refuse_unix_sockets
+
+            try:
+                refuse_unix_sockets()
+                unix_sockets_refused = True
+            except (SeccompUnavailable, OSError) as exc:
+                unix_sockets_refused = str(exc)
         task = _load_module("cuda_agent_task", Path(msg["task_path"]))
         if self.role == "reference":
             self.model_class = task.Model
@@ -395,7 +406,7 @@ class Worker:
         writable = writable_outside(Path(os.environ.get("HOME", "/")))
         return {"device": info.to_dict(), "network_isolated": network_isolated(),
                 "filesystem_confined": not writable, "writable_outside": writable,
-                "seccomp_filters": filters_installed(),
+                "seccomp_filters": filters_installed(), "unix_sockets_refused": unix_sockets_refused,
                 "capabilities": effective_capabilities(),
                 "pid": os.getpid(), "uid": os.getuid()}
 
