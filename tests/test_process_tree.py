@@ -154,8 +154,8 @@ def test_an_honest_candidate_has_no_strays_and_its_isolation_is_recorded(cpu_jud
 
 
 def test_the_launcher_keeps_a_detached_process_that_dropped_its_token(marker):
-    """Without a PID namespace (the CUDA backend), the launcher is a subreaper: a process that
-    detaches and clears its environment is still below it, found, and ended with the worker."""
+    """Without a PID namespace (not root), the launcher is a subreaper: a process that detaches
+    and clears its environment is still below it, found, and ended with the worker."""
     script = DETACH.replace('os.execv("/bin/sleep", ["sleep", seconds])',
                             'os.execve("/bin/sleep", ["sleep", seconds], {})') + f"\n_detach({marker!r})\nimport time\ntime.sleep(60)\n"
     token = new_token()
@@ -169,7 +169,7 @@ def test_the_launcher_keeps_a_detached_process_that_dropped_its_token(marker):
         assert detached, "the detached sleep never started"
         worker = only_child(launcher.pid)
         assert worker is not None and worker not in detached
-        assert set(detached) <= set(ProcessTree(worker, token, own=(launcher.pid,), launcher=launcher.pid).strays())
+        assert set(detached) <= set(ProcessTree(worker, token, own=(launcher.pid,), subreaper=launcher.pid).strays())
         assert not set(detached) & set(ProcessTree(worker, token, own=(launcher.pid,)).strays())  # the token alone misses it
         os.kill(worker, 9)  # the worker dies: the launcher ends what it left
         launcher.wait(timeout=30)

@@ -9,13 +9,17 @@ parent-death signal). The worker itself must be inside the namespace, not only i
 process whose children go to another PID namespace cannot start threads, and the CUDA driver,
 OpenMP and the profiler all do.
 
-Where no namespace can be made, and on the CUDA backend, the launcher is a child subreaper
-instead: a process that detaches (``setsid``, double forks) is reparented to the launcher, not to
-the machine's init, so every process the candidate starts stays in the launcher's subtree, where
-the judge finds it. (The CUDA driver does not start in a PID namespace whose ``/proc`` is the
-machine's: it looks itself up by the pid the namespace gives it. A ``/proc`` of the namespace's
-own would have to be mounted by its init before the sandbox takes its privileges, which the
-launcher, started after them, cannot do.) Each worker also carries a token in its environment,
+Where no namespace can be made, and on the CUDA backend, a child subreaper keeps the tree
+instead: a process that detaches (``setsid``, double forks) is reparented to it, not to the
+machine's init, so every process the candidate starts stays in its subtree, where the judge finds
+it. On the CPU backend that is the launcher. On CUDA it is the worker itself, which makes itself a
+subreaper once the CUDA driver is up, before any of the candidate's code is loaded: the driver
+does not start in a PID namespace whose ``/proc`` is the machine's (it looks itself up by the pid
+the namespace gives it; a ``/proc`` of the namespace's own would have to be mounted by its init
+before the sandbox takes its privileges), and on the GPU machine it did not start below the
+launcher either (CUDA error 304, an OS call failed). A candidate's native code can
+undo the worker's subreaper flag, and its orphans then escape to the machine's init, which is
+why each worker also carries a token in its environment,
 which its children inherit, and the judge finds them by that too; native code that overwrites its
 own environment before forking escapes the token alone, which is why the verdict records which
 method held.
@@ -156,15 +160,15 @@ class ProcessTree:
     subtree (a subreaper's) and its token.
 
     ``worker_pid`` is the worker itself; ``own`` are processes of the judge's making around it
-    (the launcher), never counted as the candidate's; ``launcher`` is the subreaper above the
-    worker, if it has one. A ``watched`` tree (a candidate's) is one whose strays other timings
+    (the launcher), never counted as the candidate's; ``subreaper`` is the child subreaper whose
+    subtree holds the candidate's processes (the launcher, or the worker itself), if there is one. A ``watched`` tree (a candidate's) is one whose strays other timings
     look for; a trusted reference's helpers (torch.compile's compile workers, say) are not strays
     of anyone's."""
 
     def __init__(self, worker_pid: int, token: str, own: tuple[int, ...] = (), watched: bool = True,
-                 launcher: int | None = None):
+                 subreaper: int | None = None):
         self.worker_pid, self.token, self.own = worker_pid, token, {worker_pid, *own}
-        self.launcher = launcher
+        self.subreaper = subreaper
         namespace = _namespace(worker_pid)
         self.namespace = namespace if namespace is not None and namespace != _namespace("self") else None
         if watched:
@@ -175,7 +179,7 @@ class ProcessTree:
     def method(self) -> str:
         if self.namespace is not None:
             return "a PID namespace of its own, killed with the judge"
-        if self.launcher is not None:
+        if self.subreaper is not None:
             return ("the subtree of a child subreaper (detached processes stay in it) and an inherited "
                     "environment token (no PID namespace: not root, or the CUDA backend)")
         return "found by an inherited environment token (no PID namespace: needs root or CAP_SYS_ADMIN)"
@@ -184,7 +188,7 @@ class ProcessTree:
         """This worker's processes besides the worker itself (and the launcher)."""
         marker = f"{TOKEN_VARIABLE}={self.token}".encode()
         found = []
-        below = _descendants(self.launcher) if self.namespace is None and self.launcher is not None else set()
+        below = _descendants(self.subreaper) if self.namespace is None and self.subreaper is not None else set()
         for entry in os.scandir("/proc"):
             if not entry.name.isdigit() or int(entry.name) in self.own:
                 continue

@@ -113,12 +113,13 @@ class RunWorkers:
             fd, filesystem = self._landlock()
             # The worker adds the Unix-socket rule once the CUDA driver, which needs a socket, is up.
             program, syscalls = self.judge.syscall_filter(unix_sockets=False)
-            # The CUDA driver fails to start in a PID namespace whose /proc is the machine's
-            # (process_tree says why): there the launcher's subreaper keeps the candidate's tree.
+            # The CUDA driver fails to start in a PID namespace whose /proc is the machine's, or
+            # below the launcher (process_tree says why): there the worker is the subreaper.
+            cuda = self.judge.backend == "cuda"
             policy = SandboxPolicy(isolate_network=self.cfg.isolate_network, isolate_ipc=True, landlock_fd=fd,
                                    run_as=self.run_as, drop_capabilities=self.drop_capabilities,
-                                   new_pid_namespace=os.geteuid() == 0 and self.judge.backend != "cuda",
-                                   subreaper=True, seccomp_program=program)
+                                   new_pid_namespace=os.geteuid() == 0 and not cuda,
+                                   subreaper="worker" if cuda else "launcher", seccomp_program=program)
         name = f"{role}-{mode}" if role == "reference" else role
         spec = WorkerSpec(role=name, run_dir=self.dir, policy=policy, env=self._env(role),
                           memory_limit_bytes=self.cfg.memory_limit_bytes, python=self.judge.python)
@@ -136,6 +137,7 @@ class RunWorkers:
             setup["solution_path"] = str(self.solution_dir / MODEL_FILE)
             setup["module_path"] = str(self.module) if self.module else None
             setup["refuse_unix_sockets"] = program is not None
+            setup["subreaper"] = policy.subreaper == "worker"
         reply = worker.request("setup", self.cfg.load_timeout_s, **setup)
         _check_reply(reply, {"device": dict, "network_isolated": bool, "filesystem_confined": bool, "uid": int},
                      "setup")

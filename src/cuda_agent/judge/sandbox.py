@@ -78,9 +78,11 @@ class SandboxPolicy:
     # init exits every process in the namespace is killed. Needs CAP_SYS_ADMIN. The exec'd program
     # itself can then start no threads: judge workers go through ``process_tree.LAUNCHER``.
     new_pid_namespace: bool = False
-    # Run under the launcher all the same, as a child subreaper: the candidate's detached
-    # processes stay below it (``process_tree``), where no PID namespace is made.
-    subreaper: bool = False
+    # Where no PID namespace is made, who keeps the candidate's detached processes below it as a
+    # child subreaper (``process_tree``): "launcher" (run under it all the same), "worker" (the
+    # worker makes itself one once the CUDA driver is up; the driver does not start under the
+    # launcher), or "" (none).
+    subreaper: str = ""
     seccomp_program: bytes | None = None  # a BPF filter (``seccomp``), installed last
 
 

@@ -366,6 +366,12 @@ class Worker:
         from .recording import numerics_flags
 
         self.flags_before = numerics_flags()  # before any candidate code runs
+        if msg.get("subreaper"):
+            # The candidate's detached processes stay below this one (process_tree); set only now,
+            # after the CUDA driver has started.
+            import ctypes
+
+            ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
         unix_sockets_refused: bool | str | None = None
         if msg.get("refuse_unix_sockets"):
             # Now that the CUDA driver is up (it opens a Unix socket of its own while it starts),

@@ -97,7 +97,7 @@ class WorkerProcess:
         self.token = new_token()
         env = worker_environment(self.home, {**self.spec.env, TOKEN_VARIABLE: self.token})
         argv = [self.spec.python, "-I", "-c", bootstrap, str(to_child_r), str(from_child_w), PACKAGE_PARENT]
-        launcher = self.spec.policy.new_pid_namespace or self.spec.policy.subreaper
+        launcher = self.spec.policy.new_pid_namespace or self.spec.policy.subreaper == "launcher"
         if launcher:
             argv = launched(argv, self.spec.python)  # the worker becomes the namespace's init
         log = open(self.log_path, "wb")
@@ -123,7 +123,8 @@ class WorkerProcess:
         self._send_fd, self._recv_fd = to_child_w, from_child_r
         self.pid = (only_child(self.proc.pid) or self.proc.pid) if launcher else self.proc.pid  # the worker
         self.tree = ProcessTree(self.pid, self.token, own=(self.proc.pid,),
-                                watched=self.spec.role == "candidate", launcher=self.proc.pid if launcher else None)
+                                watched=self.spec.role == "candidate",
+                                subreaper={"launcher": self.proc.pid, "worker": self.pid}.get(self.spec.policy.subreaper))
         self.survivors: list[int] = []  # processes of the worker's that outlived the kill
         for fd in (self._send_fd, self._recv_fd):
             os.set_blocking(fd, False)  # deadlines are enforced with select
