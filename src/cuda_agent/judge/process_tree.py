@@ -17,7 +17,9 @@ subreaper once the CUDA driver is up, before any of the candidate's code is load
 does not start in a PID namespace whose ``/proc`` is the machine's (it looks itself up by the pid
 the namespace gives it; a ``/proc`` of the namespace's own would have to be mounted by its init
 before the sandbox takes its privileges), and on the GPU machine it did not start below the
-launcher either (CUDA error 304, an OS call failed). A candidate's native code can
+launcher in the candidate's sandbox either (CUDA error 304, an OS call failed), though it does
+below the launcher alone: which step of the two together it trips on is not yet known. A
+candidate's native code can
 undo the worker's subreaper flag, and its orphans then escape to the machine's init, which is
 why each worker also carries a token in its environment,
 which its children inherit, and the judge finds them by that too; native code that overwrites its
