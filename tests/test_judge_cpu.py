@@ -73,6 +73,9 @@ def test_correct_solution_is_ok_with_timings_and_reward(correct_verdict):
         assert stats.calls > 0 and stats.median_ms > 0
         assert stats.min_ms <= stats.median_ms <= stats.max_ms
     assert v.timings["candidate"].source == "measured"
+    # No roofline on the CPU backend, and the verdict says so rather than drawing a made-up one.
+    assert v.roofline["drawn"] is False and "CPU backend" in v.roofline["why"]
+    assert "roofline: not drawn" in v.feedback
     assert v.speedup_vs_eager == pytest.approx(v.timings["eager"].median_ms / v.timings["candidate"].median_ms)
     assert v.speedup_vs_compile == pytest.approx(v.timings["compile"].median_ms / v.timings["candidate"].median_ms)
     assert v.reward_continuous == pytest.approx(v.speedup_vs_compile)

@@ -33,7 +33,8 @@ HONEST = TESTS / "fixtures" / "solutions" / "cpu" / "correct"
 CHEATING = TESTS / "adversarial" / "cases" / "a01_torch_passthrough" / "solution"
 KERNELBENCH = TESTS / "fixtures" / "kernelbench"
 DATASET = TESTS.parent / "examples" / "synth" / "sample.parquet"
-TOOLS = {"open_task", "list_files", "read_file", "write_file", "compile", "verify", "profile", "judge", "close_task"}
+TOOLS = {"open_task", "list_files", "read_file", "write_file", "compile", "verify", "profile", "judge", "roofline",
+         "close_task"}
 CALL_TIMEOUT_S = 600.0
 
 
@@ -162,6 +163,18 @@ def test_honest_solution_is_accepted(honest):
     assert verdict["status"] == "ok" and verdict["correct"] and verdict["reward"] >= 1, verdict["feedback"]
     assert json.loads(text(result)) == verdict  # the text is the verdict's JSON, for clients that show only text
     assert verdict["feedback"] and verdict["violations"] == []
+
+
+@pytest.mark.slow
+def test_the_roofline_comes_from_the_last_timed_verdict(client, honest):
+    opened, _ = honest
+    roof = client.call("roofline", {"session": opened["session"]})
+    assert not roof.is_error, text(roof)
+    assert roof.structured_content["drawn"] is False  # the CPU backend draws none, and says so
+    assert "not drawn" in text(roof) and "CPU backend" in text(roof)
+    fresh = open_session(client)["session"]
+    nothing = client.call("roofline", {"session": fresh})
+    assert nothing.is_error and "profile or judge first" in text(nothing)
 
 
 @pytest.mark.slow

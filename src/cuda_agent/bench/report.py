@@ -15,7 +15,8 @@ A report is a plain dict::
 where a record has ``level``, ``problem_id``, ``name``, ``sample``, ``status``, ``correct``,
 ``speedup_vs_eager``, ``speedup_vs_compile``, ``candidate_ms``, ``eager_ms``, ``compile_ms``,
 ``reward``, ``flags`` and ``error`` (see :mod:`cuda_agent.bench.metrics`).
-:func:`write_report` writes ``report.json``, ``report.md``, ``speedups.png`` and ``fast_p.png``.
+:func:`write_report` writes ``report.json``, ``report.md``, ``speedups.png``, ``fast_p.png`` and,
+where the judge drew rooflines (on a GPU), ``roofline_level{N}.png`` from the problems' verdicts.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 
 from ..files import write_atomic
 from ..judge.reference import FLAG_MEANINGS
+from ..judge.roofline import NOT_ON_CPU
 from .metrics import BASELINES, fast_p_curve
 
 # CUDA Agent paper, Table 1: KernelBench Levels 1-3 (100/100/50 problems), best solution per task,
@@ -147,6 +149,14 @@ def render_markdown(report: dict) -> str:
             out.append(f"| vs {b} | " + " | ".join(percent(row.get(k)) for k in keys) + " |")
         out.append("")
 
+    out += ["## Rooflines", ""]
+    if report.get("rooflines"):
+        out += [f"- Level {level}: [{name}]({name}) (eager, torch.compile and the solution of every judged "
+                "problem against the device's peaks)" for level, name in report["rooflines"].items()] + [""]
+    else:
+        backend = (report.get("settings") or {}).get("backend")
+        out += [NOT_ON_CPU + "." if backend == "cpu" else "None drawn: no judged problem has a roofline.", ""]
+
     problems = sorted(report.get("problems", []), key=lambda r: (r["level"], r["problem_id"]))
     flagged = [r for r in problems if r.get("flags")]
     out += ["## Flagged problems", ""]
@@ -256,18 +266,74 @@ def _plot_fast_p(report: dict) -> bytes:
         plt.close(fig)
 
 
+def rooflines(out_dir: Path, report: dict) -> dict[str, dict]:
+    """Each level's rooflines, from the verdicts of its judged problems: {level: {"device",
+    "problems": [{"id", "name", "roofline"}]}}, only where the judge drew one."""
+    found: dict[str, dict] = {}
+    for level, _, records in _by_level(report):
+        for r in records:
+            try:
+                roof = json.loads((Path(out_dir) / r["verdict"]).read_text()).get("roofline") or {}
+            except (KeyError, TypeError, OSError, ValueError):
+                continue
+            if roof.get("drawn"):
+                entry = found.setdefault(level, {"device": roof["device"], "problems": []})
+                entry["problems"].append({"id": r["problem_id"], "name": r.get("name", ""), "roofline": roof})
+    return found
+
+
+def _plot_roofline(level: str, entry: dict) -> bytes:
+    """Achieved FLOP/s against arithmetic intensity, log-log, under the device's roofs: every
+    problem's eager, compile and candidate points."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    roofs = {(p["roofline"]["precision"], p["roofline"]["peak_flops_per_s"], p["roofline"]["peak_bytes_per_s"])
+             for p in entry["problems"]}
+    intensities = [max(p["roofline"]["intensity"] or 0.0, 1e-3) for p in entry["problems"]]
+    low, high = min(intensities + [1e-2]) / 3, max(intensities + [1e3]) * 3
+    xs = [low * (high / low) ** (i / 200) for i in range(201)]
+    fig, ax = plt.subplots(figsize=(7, 5))
+    try:
+        for precision, flops, bandwidth in sorted(roofs):
+            ax.plot(xs, [min(flops, x * bandwidth) for x in xs], linewidth=1.5,
+                    label=f"roof, {precision} ({flops / 1e12:.3g} TFLOP/s, {bandwidth / 1e12:.3g} TB/s)")
+        for name, marker in (("eager", "o"), ("compile", "s"), ("candidate", "*")):
+            points = [(x, p["roofline"]["points"][name]["flops_per_s"]) for x, p in zip(intensities, entry["problems"])
+                      if name in p["roofline"]["points"] and p["roofline"]["points"][name]["flops_per_s"] > 0]
+            if points:
+                ax.scatter(*zip(*points), marker=marker, s=60 if marker == "*" else 28, alpha=0.8, label=name)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("arithmetic intensity (FLOP per byte moved at least)")
+        ax.set_ylabel("achieved FLOP/s")
+        ax.set_title(f"Level {level} on {entry['device']}: {len(entry['problems'])} problems")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+        return _png(fig)
+    finally:
+        plt.close(fig)
+
+
 def write_report(out_dir: Path, report: dict) -> dict[str, Path]:
-    """Write report.json, report.md, speedups.png and fast_p.png into ``out_dir``.
+    """Write report.json, report.md, speedups.png, fast_p.png and, on a GPU, one
+    roofline_level{N}.png per level into ``out_dir``.
 
     Each file is written atomically. Returns ``{"json": ..., "markdown": ..., "speedups": ...,
-    "fast_p": ...}``.
+    "fast_p": ..., "roofline_level1": ..., ...}``.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"json": out_dir / "report.json", "markdown": out_dir / "report.md",
              "speedups": out_dir / "speedups.png", "fast_p": out_dir / "fast_p.png"}
+    drawn = rooflines(out_dir, report)
+    report["rooflines"] = {level: f"roofline_level{level}.png" for level in drawn}
     write_atomic(paths["json"], json.dumps(report, indent=1) + "\n")
     write_atomic(paths["markdown"], render_markdown(report))
     write_atomic(paths["speedups"], _plot_speedups(report))
     write_atomic(paths["fast_p"], _plot_fast_p(report))
+    for level, entry in drawn.items():
+        paths[f"roofline_level{level}"] = out_dir / report["rooflines"][level]
+        write_atomic(paths[f"roofline_level{level}"], _plot_roofline(level, entry))
     return paths

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 SLACK = 4.0
+WORKLOAD = ("flops", "output_bytes", "input_bytes", "float_bits")  # what ``count_workload`` measures
 
 
 @dataclass(frozen=True)
@@ -66,15 +67,21 @@ def measure_peaks(device: str) -> Peaks:
 
 
 def count_workload(model: Any, inputs: list[Any], outputs: list[Any]) -> dict[str, float]:
-    """FLOPs of one forward (counted at dispatch) and bytes of its output tensors."""
+    """FLOPs of one forward (counted at dispatch), bytes of its output tensors, bytes it reads
+    at least (its input tensors, parameters and buffers) and the bits of its floating-point
+    outputs (the precision it computes in; 0 if none)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     counter = FlopCounterMode(display=False)
     with counter, torch.no_grad():
         model(*inputs)
-    return {"flops": float(counter.get_total_flops()),
-            "output_bytes": float(sum(t.numel() * t.element_size() for t in outputs))}
+    size = lambda t: t.numel() * t.element_size()  # noqa: E731
+    read = [x for x in inputs if isinstance(x, torch.Tensor)] + list(model.parameters()) + list(model.buffers())
+    floats = [t for t in outputs if t.is_floating_point()]
+    return {"flops": float(counter.get_total_flops()), "output_bytes": float(sum(size(t) for t in outputs)),
+            "input_bytes": float(sum(size(t) for t in read)),
+            "float_bits": float(floats[0].element_size() * 8) if floats else 0.0}
 
 
 def floor_ms(workload: dict[str, float], peaks: Peaks, slack: float = SLACK) -> float:

@@ -11,7 +11,8 @@ from ..solution import MODEL_FILE
 from . import evidence
 from .baselines import baseline_stats, settled
 from .correctness import compare_outputs
-from .floor import Peaks, floor_ms
+from .floor import WORKLOAD, Peaks, floor_ms
+from .roofline import NOT_ON_CPU, device_peaks, not_drawn, roofline
 from .reference import ReferenceReport
 from .process_tree import strays_elsewhere
 from .session import TimedSession, interleave
@@ -148,6 +149,7 @@ class RunTiming:
             cand_ms = v.timings["candidate"].median_ms
             v.speedup_vs_eager = v.timings["eager"].median_ms / cand_ms
             v.speedup_vs_compile = v.timings["compile"].median_ms / cand_ms
+        v.roofline = self._roofline()
 
     def _settled_baseline(self, mode: str) -> TimingStats | None:
         """A cached baseline whose sessions agree, or None (never cached, or not settled)."""
@@ -195,6 +197,17 @@ class RunTiming:
         self.baselines()
         report.eager, report.compile = self.verdict.timings.get("eager"), self.verdict.timings.get("compile")
 
+    def _roofline(self) -> dict:
+        """Where the candidate and the baselines stand against the device's peaks."""
+        if self.judge.backend != "cuda":
+            return not_drawn(NOT_ON_CPU)
+        workload = getattr(self, "workload", None)
+        if workload is None:
+            return not_drawn("the task's workload was not measured (the physical floor is off)")
+        peaks = device_peaks(str(self.device_info.get("name", "")), self._peaks())
+        timings = {name: stats.median_ms for name, stats in self.verdict.timings.items() if stats}
+        return roofline(workload, peaks, timings)
+
     def _peaks(self) -> Peaks:
         """The device's bandwidth and matmul rate, measured once by a reference process."""
         path = self.judge.peaks_path(self.device_info)
@@ -214,13 +227,14 @@ class RunTiming:
         v = self.verdict
         path = self.judge.cache_dir / "workloads" / f"{self.task.sha256}-{self.judge.backend}.json"
         try:
-            workload = {k: float(v) for k, v in json.loads(path.read_text()).items()}
-        except (OSError, ValueError, TypeError, AttributeError):
+            workload = {k: float(json.loads(path.read_text())[k]) for k in WORKLOAD}
+        except (OSError, ValueError, TypeError, AttributeError, KeyError):  # KeyError: an older record
             workload = self._call(self.ref, "workload", self.cfg.call_timeout_s, {"input_seed": seed},
-                                  expect={"flops": float, "output_bytes": float})
-            workload = {"flops": workload["flops"], "output_bytes": workload["output_bytes"]}
+                                  expect=dict.fromkeys(WORKLOAD, float))
+            workload = {k: workload[k] for k in WORKLOAD}
             path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(path, json.dumps(workload))
+        self.workload = workload
         floor = floor_ms(workload, self._peaks(), self.cfg.floor_slack)
         v.timing_integrity.update({"floor_ms": floor, "flops": workload["flops"],
                                    "output_bytes": workload["output_bytes"]})

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .correctness import CheckResult
+from .roofline import render as render_roofline
 from .timing import TimingStats
 
 STATUSES = ("ok", "compile_error", "forbidden", "runtime_error", "timeout", "incorrect")
@@ -55,6 +56,7 @@ class Verdict:
     timing_integrity: dict[str, Any] = field(default_factory=dict)
     task_audit: dict[str, Any] = field(default_factory=dict)
     precision: dict[str, Any] = field(default_factory=dict)  # float32 outputs against float64
+    roofline: dict[str, Any] = field(default_factory=dict)   # against the device's peaks (roofline.py)
     seconds: dict[str, float] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -153,6 +155,7 @@ def render_feedback(v: Verdict) -> str:
                 meaning[1] = ("correct, but computed in less precision than the task's float32, so no "
                               "speedup is paid")
             lines.append(f"reward {v.reward}: {meaning[v.reward]}")
+            lines += render_roofline(v.roofline)
     if v.violations and v.status != "forbidden":
         lines.append("warnings:")
         lines += [f"  {x.render()}" for x in v.violations]

@@ -671,7 +671,7 @@ class Worker:
         return {"outputs": [self.kept[i] for i in msg["indices"]]}
 
     def workload(self, msg: dict) -> dict:
-        """Reference: FLOPs and output bytes of one forward, for the physical floor."""
+        """Reference: FLOPs and bytes of one forward, for the physical floor and the roofline."""
         import torch
 
         from .floor import count_workload

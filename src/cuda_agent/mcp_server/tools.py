@@ -21,6 +21,7 @@ from typing import Any, Awaitable, Callable
 from ..agent.env import EnvSettings
 from ..agent.prompt import task_prompt
 from ..agent.tools import ToolBox, ToolError, ToolOutput, default_tools
+from ..judge.roofline import render as render_roofline
 from ..workspace import SKILL_FILE
 from .sessions import Session, SessionStore
 
@@ -36,6 +37,8 @@ Every tool but open_task takes `session`: the id `{session}`. Paths are relative
   and torch.compile and gives the reward. `judge` does what profile does and returns the whole
   verdict as JSON: status, correct, reward, speed-ups, timings, each violation with its rule, and
   the feedback. Where SKILL.md says `cuda-agent compile`, `verify` or `profile`, call these tools.
+- `roofline` says where the last timed solution stands against the GPU's peaks (memory- or
+  compute-bound, fractions of peak, fraction of the roofline reached).
 - `close_task` ends the session; the best correct solution judged is kept on the server.
 """
 CLOSING = "Call `judge` for the final verdict, then `close_task`."
@@ -101,6 +104,9 @@ def agent_tool(name: str, agent_name: str, description: str, *, defaults: dict[s
 
     async def run(session: Session, args: dict[str, Any]) -> ToolResult:
         record = await session.env.call_tool(agent_name, json.dumps({**(defaults or {}), **args}))
+        if (record.output.verdict or {}).get("roofline"):  # for the roofline tool, kept with the session
+            session.record["roofline"] = record.output.verdict["roofline"]
+            session.save()
         if judge_verdict:
             return _verdict_result(record.output)
         return ToolResult(record.output.text, record.output.verdict, record.output.is_error)
@@ -113,6 +119,21 @@ def _verdict_result(output: ToolOutput) -> ToolResult:
     if output.verdict is None:
         return ToolResult(output.text, None, True)
     return ToolResult(json.dumps(output.verdict, indent=1, default=str), output.verdict, False)
+
+
+async def _roofline(session: Session, args: dict[str, Any]) -> ToolResult:
+    roof = session.record.get("roofline")
+    if not roof:
+        return ToolResult("no roofline yet: it comes from a timed verdict; call profile or judge first", None, True)
+    return ToolResult("\n".join(render_roofline(roof)), roof, False)
+
+
+ROOFLINE = session_tool(
+    "roofline",
+    "Where the last timed solution (profile or judge) stands against the GPU's peaks: the task's FLOPs and "
+    "the bytes it must move, memory- or compute-bound, and for the solution, eager and torch.compile the "
+    "achieved bandwidth and FLOP/s as fractions of peak and the fraction of the roofline reached. On the CPU "
+    "backend it says that no roofline is drawn.", {"type": "object", "properties": {}}, _roofline, read_only=True)
 
 
 # -- open_task and close_task -----------------------------------------------------------------
@@ -206,5 +227,6 @@ def server_tools() -> list[ServerTool]:
                    "timeout, incorrect), correct, reward (-1, 1, 2, 3), speed-ups, timings, violations "
                    "(each with the rule it broke, file and line) and feedback.",
                    judge_verdict=True, judges=True),
+        ROOFLINE,
         CLOSE_TASK,
     ]
