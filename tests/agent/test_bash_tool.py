@@ -8,6 +8,7 @@ import os
 import socket
 import stat
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -181,6 +182,15 @@ def test_the_sandbox_says_whether_it_has_a_pid_namespace(box, ctx, mode):
     sandbox = bash(box, ctx, "true").data["sandbox"]
     assert sandbox["pid_namespace"] is (mode == "pid_namespace")
     assert sandbox["processes"].startswith("a PID namespace" if mode == "pid_namespace" else "no PID namespace")
+
+
+def test_on_the_cuda_backend_commands_get_no_pid_namespace(box, ctx):
+    """The CUDA driver does not start in a PID namespace whose /proc is the machine's, and the
+    agent's scripts on a GPU use it: there the command runs without one, and says why."""
+    from types import SimpleNamespace
+
+    sandbox = bash(box, replace(ctx, judge=SimpleNamespace(backend="cuda")), "true").data["sandbox"]
+    assert sandbox["pid_namespace"] is False and "CUDA driver" in sandbox["processes"]
 
 
 def test_long_output_keeps_head_and_tail(box, ctx, mode):

@@ -149,6 +149,10 @@ async def build_sandbox(ctx: ToolContext) -> _Sandbox:
         if ruleset is not None:
             ruleset.close()
         raise
+    # The CUDA driver does not start in a PID namespace whose /proc is the machine's (it looks
+    # itself up by the namespace's pid), and the agent's scripts on a GPU use it.
+    cuda = getattr(ctx.judge, "backend", None) == "cuda"
+    pid = spaces.pid and not cuda
     tcp_blocked = ruleset is not None and ruleset.abi >= 4
     if spaces.network:
         network = "isolated: a network namespace of its own (loopback only)"
@@ -162,13 +166,14 @@ async def build_sandbox(ctx: ToolContext) -> _Sandbox:
         "privileges": "uid 0 without capabilities" if root else f"unprivileged (uid {os.geteuid()})",
         "environment": "scrubbed; HOME and TMPDIR in the scratch directory",
         "processes": ("a PID namespace of its own: everything the command starts is killed when it ends"
-                      if spaces.pid else
-                      "no PID namespace (that needs CAP_SYS_ADMIN): its session is killed when it ends, and "
-                      "so are processes still holding its output; others that detached may survive"),
-        "pid_namespace": spaces.pid,
+                      if pid else
+                      f"no PID namespace ({'the CUDA driver does not start in one' if cuda else 'that needs CAP_SYS_ADMIN'}"
+                      "): its session is killed when it ends, and so are processes still holding its output; "
+                      "others that detached may survive"),
+        "pid_namespace": pid,
     }
     policy = SandboxPolicy(isolate_network=True, isolate_ipc=True, landlock_fd=ruleset.fd if ruleset else -1,
-                           drop_capabilities=root, new_pid_namespace=spaces.pid)
+                           drop_capabilities=root, new_pid_namespace=pid)
     return _Sandbox(policy, description, ruleset)
 
 
