@@ -353,6 +353,7 @@ def mcp_server(
     host: str = typer.Option("127.0.0.1", "--host", help="With --http: the address to listen on."),
     root: Optional[Path] = typer.Option(None, "--root", help="Where sessions' workspaces are kept (default: ~/.local/share/cuda-agent/mcp)."),
     kernelbench: Optional[Path] = typer.Option(None, "--kernelbench", help="A KernelBench checkout, for open_task's LEVEL/ID."),
+    tasks_from: Optional[list[Path]] = typer.Option(None, "--tasks-from", help="A folder open_task may take task files and datasets from (repeatable). Default: any the server can read over stdio; none over --http, where anyone reaching the port could make the server run a file's code."),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Judge runs at once, shared by every session (default: cores / 2, at least 2)."),
     device: Optional[str] = DeviceOpt,
     cache_dir: Optional[Path] = CacheOpt,
@@ -379,7 +380,8 @@ def mcp_server(
     # Clients and supervisors stop a server with SIGTERM: unwind, so the judge pool shuts down too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     with make_pool("local", _config(device, cache_dir), concurrency) as pool:
-        store = SessionStore(root or default_root(), pool, probe_device(pool.backend), kernelbench)
+        task_dirs = [p.resolve() for p in tasks_from] if tasks_from else ([] if http is not None else None)
+        store = SessionStore(root or default_root(), pool, probe_device(pool.backend), kernelbench, task_dirs)
         server = build_server(store)
         err.print(f"cuda-agent MCP server: {pool.backend} backend, sessions in {store.root}")
         if http is None:

@@ -251,13 +251,29 @@ def test_a_session_resumes_after_a_restart(client, honest, root, judge_cache, tm
         again.close()
 
 
+def test_task_files_come_only_from_the_folders_the_operator_names(tmp_path):
+    from cuda_agent.agent.tools import ToolError
+    from cuda_agent.mcp_server.tasks import resolve_task
+
+    assert resolve_task(str(TASK), untrusted=[], kernelbench=None, allowed=[TASK.parent]).name == "scale_bias_relu"
+    assert resolve_task(str(TASK), untrusted=[], kernelbench=None).name == "scale_bias_relu"  # stdio: any file
+    with pytest.raises(ToolError, match="--tasks-from"):
+        resolve_task(str(TASK), untrusted=[], kernelbench=None, allowed=[tmp_path])
+    with pytest.raises(ToolError, match="KernelBench problems only"):
+        resolve_task(str(TASK), untrusted=[], kernelbench=None, allowed=[])
+
+
 def test_http_transport_serves_the_tools(root, judge_cache, tmp_path):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     with open(tmp_path / "http.log", "w") as log:
-        server = subprocess.Popen([sys.executable, *server_args(root, judge_cache, "--http", str(port))],
+        server = subprocess.Popen([sys.executable, *server_args(root, judge_cache, "--http", str(port),
+                                                                "--tasks-from", str(TASK.parent))],
                                   stdout=log, stderr=subprocess.STDOUT)
+    elsewhere = tmp_path / "elsewhere" / "task.py"  # readable by the server, but not in a --tasks-from folder
+    elsewhere.parent.mkdir()
+    elsewhere.write_text(TASK.read_text())
     try:
         async def exercise() -> None:
             deadline = time.monotonic() + 120
@@ -274,6 +290,8 @@ def test_http_transport_serves_the_tools(root, judge_cache, tmp_path):
                 assert {tool.name for tool in (await session.list_tools()).tools} == TOOLS
                 no_checkout = await session.call_tool("open_task", {"task": "1/1"})
                 assert no_checkout.is_error and "--kernelbench" in text(no_checkout)
+                outside = await session.call_tool("open_task", {"task": str(elsewhere)})
+                assert outside.is_error and "--tasks-from" in text(outside)
                 opened = await session.call_tool("open_task", {"task": str(TASK)})
                 assert not opened.is_error, text(opened)
                 closed = await session.call_tool("close_task", {"session": opened.structured_content["session"],

@@ -67,18 +67,19 @@ class SessionStore:
     """The sessions under ``root``, all judged by one ``judge`` pool (a ``cluster.JudgePool``)."""
 
     def __init__(self, root: Path, judge: Any, device: DeviceInfo | None = None,
-                 kernelbench: Path | None = None) -> None:
+                 kernelbench: Path | None = None, task_dirs: list[Path] | None = None) -> None:
         self.root = Path(root).expanduser().resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         self.judge = judge
         self.device = device
         self.kernelbench = kernelbench
+        self.task_dirs = task_dirs  # where task files may come from; None: anywhere (tasks.resolve_task)
         self._live: dict[str, Session] = {}
 
     async def open(self, spec: str) -> Session:
         """A new session with a fresh workspace for the task ``spec`` names."""
         task = await asyncio.to_thread(resolve_task, spec, untrusted=[self.root, Path(self.judge.cache_dir)],
-                                       kernelbench=self.kernelbench)
+                                       kernelbench=self.kernelbench, allowed=self.task_dirs)
         while True:  # the name is for people; the random part makes it unique
             session_id = f"{slug(task.name)[:48]}-{secrets.token_hex(4)}"
             if not (self.root / session_id).exists():

@@ -7,7 +7,9 @@
 Relative paths are the server's, not the client's. A task is the trusted reference the judge
 runs outside the candidate's sandbox, so nothing a client or a candidate can write is accepted as
 one: task paths inside the session root (the clients' workspaces) or the judge's cache (its
-builds and run directories) are refused.
+builds and run directories) are refused. Where the server names the folders tasks may come from
+(``allowed``; an HTTP server, which anyone who reaches its port may call, names none unless told),
+a task file anywhere else is refused too: opening one runs its code as the server's user.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ KERNELBENCH_SPEC = re.compile(r"(?:level)?(\d+)/(\d+)")
 DATASET_ROW = re.compile(r"(.+\.(?:jsonl|parquet))#(\d+)")
 
 
-def resolve_task(spec: str, *, untrusted: list[Path], kernelbench: Path | None) -> Task:
-    """The one task ``spec`` names; ToolError (saying what to give instead) when it names none."""
+def resolve_task(spec: str, *, untrusted: list[Path], kernelbench: Path | None,
+                 allowed: list[Path] | None = None) -> Task:
+    """The one task ``spec`` names; ToolError (saying what to give instead) when it names none.
+    ``allowed``: the folders task files may come from (None: any the server can read)."""
     spec = spec.strip()
     if not spec:
         raise ToolError("task is empty; give a task file (model.py), a dataset row (tasks.parquet#17) "
@@ -38,6 +42,11 @@ def resolve_task(spec: str, *, untrusted: list[Path], kernelbench: Path | None) 
         if path.is_relative_to(place.resolve()):
             raise ToolError(f"{spec} is inside {place}, where clients' or candidates' files are written; a "
                             "task must come from elsewhere (the judge trusts a task's code)")
+    if allowed is not None and not any(path.is_relative_to(place.resolve()) for place in allowed):
+        where = ", ".join(str(p) for p in allowed) or "nowhere: this server takes KernelBench problems only"
+        raise ToolError(f"{spec} is not in a folder this server takes task files from ({where}); the server "
+                        "runs a task's code as its own user, so its operator names those folders "
+                        "(cuda-agent mcp --tasks-from DIR)")
     return load_task(f"{path}{row or ''}")  # absolute, so an error says where the server looked
 
 
