@@ -15,11 +15,9 @@ import logging
 import time
 from typing import Any, Awaitable, Callable
 
-import jsonschema
-
 from .. import __version__
 from ..agent.tools import ToolError
-from ..agent.tools.toolbox import check_arguments
+from ..agent.tools.toolbox import check_arguments, index_tools
 from ..errors import CudaAgentError
 from . import require_mcp
 from .sessions import SessionStore
@@ -45,14 +43,7 @@ class Dispatcher:
 
     def __init__(self, store: SessionStore, tools: list[ServerTool]) -> None:
         self.store = store
-        self.tools: dict[str, ServerTool] = {}
-        for tool in tools:
-            if tool.name in self.tools:
-                raise ValueError(f"two tools are named {tool.name!r}; tool names must be unique")
-            jsonschema.Draft202012Validator.check_schema(tool.parameters)
-            self.tools[tool.name] = tool
-        self._validators = {name: jsonschema.Draft202012Validator(tool.parameters)
-                            for name, tool in self.tools.items()}
+        self.tools, self._validators = index_tools(tools)
 
     async def call(self, name: str, arguments: Any, progress: Progress | None = None) -> ToolResult:
         tool = self.tools.get(name)

@@ -49,14 +49,7 @@ class ToolBox:
     """The tools of an episode, by name, with the schemas the model is given."""
 
     def __init__(self, tools: list[Tool]) -> None:
-        self.tools: dict[str, Tool] = {}
-        for tool in tools:
-            if tool.name in self.tools:
-                raise ValueError(f"two tools are named {tool.name!r}; tool names must be unique")
-            jsonschema.Draft202012Validator.check_schema(tool.parameters)
-            self.tools[tool.name] = tool
-        self._validators = {name: jsonschema.Draft202012Validator(tool.parameters)
-                            for name, tool in self.tools.items()}
+        self.tools, self._validators = index_tools(tools)
 
     @property
     def names(self) -> list[str]:
@@ -111,6 +104,18 @@ class ToolBox:
                                 f"{exc.lineno}, column {exc.colno}): {shown!r}. Send one JSON object, "
                                 f"e.g. {_example(tool)}") from None
         return check_arguments(tool, args, self._validators[tool.name])
+
+
+def index_tools(tools: list[Any]) -> tuple[dict[str, Any], dict[str, jsonschema.protocols.Validator]]:
+    """Tools by name, and a validator of each one's ``parameters``; ValueError on a repeated name
+    or a schema that is not valid JSON Schema. ``tools`` need only ``name`` and ``parameters``."""
+    by_name: dict[str, Any] = {}
+    for tool in tools:
+        if tool.name in by_name:
+            raise ValueError(f"two tools are named {tool.name!r}; tool names must be unique")
+        jsonschema.Draft202012Validator.check_schema(tool.parameters)
+        by_name[tool.name] = tool
+    return by_name, {name: jsonschema.Draft202012Validator(tool.parameters) for name, tool in by_name.items()}
 
 
 def check_arguments(tool: Any, args: Any, validator: jsonschema.protocols.Validator) -> dict[str, Any]:
