@@ -32,3 +32,15 @@ class SynthesisError(CudaAgentError):
 class ClusterError(CudaAgentError):
     """A pool of judge workers cannot start or go on: Ray missing, a cluster that does not answer,
     no GPUs where a CUDA run needs them."""
+
+
+def import_extra(module: str, extra: str, needed_by: str, error: type[CudaAgentError] = CudaAgentError):
+    """Import ``module`` of an optional extra, or raise ``error`` saying ``needed_by`` needs it
+    and how to install it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise error(f"{needed_by} needs {module.split('.')[0]}, which is not installed ({exc}): "
+                    f"pip install 'cuda-agent[{extra}]'") from None

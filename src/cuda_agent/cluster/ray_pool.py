@@ -27,7 +27,7 @@ from typing import Any, Callable
 from urllib.parse import urlparse
 
 from ..device import resolve_backend
-from ..errors import ClusterError
+from ..errors import ClusterError, import_extra
 from ..judge.config import JudgeConfig
 from ..judge.reference import ReferenceReport
 from ..judge.verdict import Verdict
@@ -39,12 +39,7 @@ RAY_TEMP_ROOT = Path(os.environ.get("RAY_TMPDIR", "/tmp")) / "ray"  # Ray's defa
 
 
 def require_ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:
-        raise ClusterError(f"the Ray pool needs ray, which is not installed ({exc}): "
-                           "pip install 'cuda-agent[ray]'") from None
-    return ray
+    return import_extra("ray", "ray", "the Ray pool", ClusterError)
 
 
 def _answers(address: str, timeout_s: float = 5.0) -> bool:

@@ -15,13 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import CudaAgentError
+from ..errors import import_extra
 
 
 def require_mcp() -> Any:
-    try:
-        import mcp
-    except ImportError as exc:
-        raise CudaAgentError(f"the MCP server needs the mcp package, which is not installed ({exc}): "
-                             "pip install 'cuda-agent[mcp]'") from None
-    return mcp
+    return import_extra("mcp", "mcp", "the MCP server")

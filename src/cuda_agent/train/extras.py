@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
-from ..errors import CudaAgentError
+from ..errors import CudaAgentError, import_extra
 
 EXTRAS = {"trl": "trl", "datasets": "trl", "verl": "verl", "hydra": "verl", "ray": "verl", "yaml": "verl"}
 
@@ -16,9 +15,4 @@ class TrainError(CudaAgentError):
 
 def require(module: str) -> ModuleType:
     """Import ``module`` or say which extra installs it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        extra = EXTRAS.get(module.split(".")[0], "trl")
-        raise TrainError(f"this needs {module.split('.')[0]}, which is not installed ({exc}): "
-                         f"pip install 'cuda-agent[{extra}]'") from None
+    return import_extra(module, EXTRAS.get(module.split(".")[0], "trl"), "this", TrainError)
