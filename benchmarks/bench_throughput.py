@@ -72,13 +72,18 @@ def copies_as_samples(kernelbench: Path, levels: list[int], selection, solutions
     return written
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_candidate_options(parser: argparse.ArgumentParser, copies_help: str) -> None:
+    """The options ``copies_as_samples`` takes: which problems, which solutions, how many copies."""
     parser.add_argument("--kernelbench", type=Path, required=True)
     parser.add_argument("--solutions", type=Path, required=True)
     parser.add_argument("--levels", default="1,2")
     parser.add_argument("--problems", action="append", default=None, help="as cuda-agent bench --problems")
-    parser.add_argument("--copies", type=int, default=3, help="copies of every solution judged together")
+    parser.add_argument("--copies", type=int, default=3, help=copies_help)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_candidate_options(parser, "copies of every solution judged together")
     parser.add_argument("--device", default=None)
     parser.add_argument("--jobs", default=None, help="evaluations at once per GPU, or a list: 1,2,4")
     parser.add_argument("--pools", default="local", help="pools in order, e.g. local,ray,local (the first row warms caches)")

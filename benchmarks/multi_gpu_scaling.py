@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_throughput import copies_as_samples, measure  # noqa: E402
+from bench_throughput import add_candidate_options, copies_as_samples, measure  # noqa: E402
 from cuda_agent.bench.kernelbench import parse_levels, parse_selection  # noqa: E402
 from cuda_agent.bench.runner import RESULTS_FILE, ResultsLog  # noqa: E402
 from cuda_agent.judge.config import JudgeConfig  # noqa: E402
@@ -60,11 +60,7 @@ def visible_gpu_count() -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--kernelbench", type=Path, required=True)
-    parser.add_argument("--solutions", type=Path, required=True)
-    parser.add_argument("--levels", default="1,2")
-    parser.add_argument("--problems", action="append", default=None, help="as cuda-agent bench --problems")
-    parser.add_argument("--copies", type=int, default=3, help="copies of every solution judged at each size")
+    add_candidate_options(parser, "copies of every solution judged at each size")
     parser.add_argument("--sizes", default="1,2,4", help="GPU counts; those above the machine's are left out")
     parser.add_argument("--jobs", type=int, default=1, help="judge actors per GPU")
     parser.add_argument("--kill-after", type=int, default=3,
