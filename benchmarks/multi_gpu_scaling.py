@@ -67,6 +67,8 @@ def main() -> None:
                         help="verdicts before one actor is killed in the last run (0: no such run)")
     parser.add_argument("--work", type=Path, default=None, help="scratch folder (default: a temporary one)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "multi_gpu_scaling.json")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the runs already in --json (written after every run) and do only the others")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child-tag", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -83,22 +85,35 @@ def main() -> None:
     if left_out:
         console.print(f"this machine has {available} GPU(s): sizes {left_out} left out")
     work = args.work or Path(tempfile.mkdtemp(prefix="multi-gpu-"))
-    runs = []
+    runs = previous_runs(args.json) if args.resume else []
+    planned = [(size, False) for size in sizes] + ([(sizes[-1], True)] if args.kill_after and sizes else [])
     try:
-        for size in sizes:
-            runs.append(run_size(args, work, size, f"size{size}", kill=False))
-        if args.kill_after and sizes:
-            runs.append(run_size(args, work, sizes[-1], f"size{sizes[-1]}", kill=True))
+        for size, kill in planned:
+            tag = f"size{size}-kill" if kill else f"size{size}"
+            if any(r["run"] == tag and not r.get("error") for r in runs):
+                console.print(f"{tag}: kept from {args.json}")
+                continue
+            runs = [r for r in runs if r["run"] != tag] + [run_size(args, work, size, f"size{size}", kill=kill)]
+            write(args, available, runs)  # after every run: a run cut short keeps what it finished
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
-    summary = summarise(runs)
+    summary = write(args, available, runs)
     report(console, summary)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"command": " ".join(sys.argv), "gpus_on_machine": available, **summary},
-                                    indent=1, default=str))
     if summary["failures"]:
         sys.exit("; ".join(summary["failures"]))
+
+
+def previous_runs(path: Path) -> list[dict]:
+    return json.loads(path.read_text()).get("runs", []) if path.exists() else []
+
+
+def write(args, available: int, runs: list[dict]) -> dict:
+    summary = summarise(runs)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"command": " ".join(sys.argv), "gpus_on_machine": available, **summary,
+                                     "runs": runs}, indent=1, default=str))
+    return summary
 
 
 def run_size(args, work: Path, size: int, cache_name: str, kill: bool) -> dict:
