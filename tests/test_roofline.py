@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from cuda_agent.bench.report import write_report
+from cuda_agent.bench.report import rooflines, write_report
 from cuda_agent.judge.floor import Peaks, count_workload
 from cuda_agent.judge.roofline import NOT_ON_CPU, device_peaks, not_drawn, render, roofline
 
@@ -88,17 +88,29 @@ def test_the_bench_report_draws_one_roofline_per_level_from_the_verdicts(tmp_pat
                          "flags": []})
     problems.append({"level": 2, "problem_id": 1, "name": "1_Op.py", "status": "missing", "correct": False,
                      "flags": []})
+    # Level 1 problem 3 has no solution and no counted FLOPs (elementwise): its reference check's
+    # roofline puts its baselines on the bandwidth panel.
+    elementwise = roofline({**workload, "flops": 0.0}, H100, {"eager": 0.2, "compile": 0.1})
+    problems.append({"level": 1, "problem_id": 3, "name": "3_Op.py", "status": "missing", "correct": False,
+                     "flags": []})
+    references = [{"level": 1, "problem_id": 3, "roofline": elementwise},
+                  {"level": 2, "problem_id": 1, "roofline": not_drawn("no reason")}]
     from cuda_agent.bench.metrics import level_metrics, overall_metrics
 
-    levels = {str(k): level_metrics(k, [p for p in problems if p["level"] == k], 2) for k in (1, 2)}
+    levels = {str(k): level_metrics(k, [p for p in problems if p["level"] == k], 3) for k in (1, 2)}
     report = {"label": "t", "settings": {"backend": "cuda"}, "levels": {k: m.to_dict() for k, m in levels.items()},
-              "overall": overall_metrics(list(levels.values())).to_dict(), "problems": problems}
+              "overall": overall_metrics(list(levels.values())).to_dict(), "problems": problems,
+              "references": references}
+    drawn = rooflines(tmp_path, report)
+    assert [p["id"] for p in drawn["1"]["problems"]] == [1, 2, 3] and "2" not in drawn
+    assert set(drawn["1"]["problems"][2]["roofline"]["points"]) == {"eager", "compile"}
     paths = write_report(tmp_path, report)
     assert paths["roofline_level1"].name == "roofline_level1.png" and "roofline_level2" not in paths
     assert paths["roofline_level1"].read_bytes().startswith(PNG_MAGIC)
     assert "[roofline_level1.png](roofline_level1.png)" in paths["markdown"].read_text()
 
     report["settings"]["backend"] = "cpu"
+    report["references"] = []
     for p in problems:
         p.pop("verdict", None)
     cpu = write_report(tmp_path / "cpu", report)

@@ -16,7 +16,8 @@ where a record has ``level``, ``problem_id``, ``name``, ``sample``, ``status``, 
 ``speedup_vs_eager``, ``speedup_vs_compile``, ``candidate_ms``, ``eager_ms``, ``compile_ms``,
 ``reward``, ``flags`` and ``error`` (see :mod:`cuda_agent.bench.metrics`).
 :func:`write_report` writes ``report.json``, ``report.md``, ``speedups.png``, ``fast_p.png`` and,
-where the judge drew rooflines (on a GPU), ``roofline_level{N}.png`` from the problems' verdicts.
+where the judge drew rooflines (on a GPU), ``roofline_level{N}.png`` from the problems' verdicts
+and reference checks.
 """
 
 from __future__ import annotations
@@ -151,8 +152,9 @@ def render_markdown(report: dict) -> str:
 
     out += ["## Rooflines", ""]
     if report.get("rooflines"):
-        out += [f"- Level {level}: [{name}]({name}) (eager, torch.compile and the solution of every judged "
-                "problem against the device's peaks)" for level, name in report["rooflines"].items()] + [""]
+        out += [f"- Level {level}: [{name}]({name}) (eager and torch.compile of every problem, and its solution "
+                "where one was judged, against the device's peaks; problems whose FLOPs torch does not count "
+                "appear only on the bandwidth panel)" for level, name in report["rooflines"].items()] + [""]
     else:
         backend = (report.get("settings") or {}).get("backend")
         out += [NOT_ON_CPU + "." if backend == "cpu" else "None drawn: no judged problem has a roofline.", ""]
@@ -267,50 +269,78 @@ def _plot_fast_p(report: dict) -> bytes:
 
 
 def rooflines(out_dir: Path, report: dict) -> dict[str, dict]:
-    """Each level's rooflines, from the verdicts of its judged problems: {level: {"device",
-    "problems": [{"id", "name", "roofline"}]}}, only where the judge drew one."""
+    """Each level's rooflines: {level: {"device", "problems": [{"id", "name", "roofline"}]}}, only
+    where the judge drew one. A judged problem's comes from its verdict (eager, compile and the
+    solution); a problem without one from its reference check (eager and compile)."""
+    checked = {(str(r["level"]), r["problem_id"]): r.get("roofline") or {} for r in report.get("references", [])}
     found: dict[str, dict] = {}
     for level, _, records in _by_level(report):
         for r in records:
             try:
                 roof = json.loads((Path(out_dir) / r["verdict"]).read_text()).get("roofline") or {}
             except (KeyError, TypeError, OSError, ValueError):
-                continue
+                roof = {}
+            if not roof.get("drawn"):
+                roof = checked.get((level, r["problem_id"]), {})
             if roof.get("drawn"):
                 entry = found.setdefault(level, {"device": roof["device"], "problems": []})
                 entry["problems"].append({"id": r["problem_id"], "name": r.get("name", ""), "roofline": roof})
     return found
 
 
+_POINTS = (("eager", "o", 28), ("compile", "s", 28), ("candidate", "*", 70))
+
+
 def _plot_roofline(level: str, entry: dict) -> bytes:
-    """Achieved FLOP/s against arithmetic intensity, log-log, under the device's roofs: every
-    problem's eager, compile and candidate points."""
+    """Two panels. Left, the roofline: achieved FLOP/s against arithmetic intensity, log-log,
+    under the device's roofs, for problems with counted FLOPs (matmuls, convolutions,
+    attention: what torch's FLOP counter counts). Right, every problem's achieved bandwidth
+    against the bytes it must move, under the peak bandwidth: elementwise and reduction
+    problems, whose FLOPs are not counted, show only there."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    problems = entry["problems"]
+    counted = [p for p in problems if p["roofline"]["flops"] > 0]
     roofs = {(p["roofline"]["precision"], p["roofline"]["peak_flops_per_s"], p["roofline"]["peak_bytes_per_s"])
-             for p in entry["problems"]}
-    intensities = [max(p["roofline"]["intensity"] or 0.0, 1e-3) for p in entry["problems"]]
-    low, high = min(intensities + [1e-2]) / 3, max(intensities + [1e3]) * 3
-    xs = [low * (high / low) ** (i / 200) for i in range(201)]
-    fig, ax = plt.subplots(figsize=(7, 5))
+             for p in problems}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
     try:
+        intensities = [p["roofline"]["intensity"] for p in counted]
+        low, high = min(intensities + [1e-1]) / 3, max(intensities + [1e3]) * 3
+        xs = [low * (high / low) ** (i / 200) for i in range(201)]
         for precision, flops, bandwidth in sorted(roofs):
-            ax.plot(xs, [min(flops, x * bandwidth) for x in xs], linewidth=1.5,
-                    label=f"roof, {precision} ({flops / 1e12:.3g} TFLOP/s, {bandwidth / 1e12:.3g} TB/s)")
-        for name, marker in (("eager", "o"), ("compile", "s"), ("candidate", "*")):
-            points = [(x, p["roofline"]["points"][name]["flops_per_s"]) for x, p in zip(intensities, entry["problems"])
-                      if name in p["roofline"]["points"] and p["roofline"]["points"][name]["flops_per_s"] > 0]
+            left.plot(xs, [min(flops, x * bandwidth) for x in xs], linewidth=1.5,
+                      label=f"roof, {precision} ({flops / 1e12:.3g} TFLOP/s, {bandwidth / 1e12:.3g} TB/s)")
+        for name, marker, size in _POINTS:
+            points = [(p["roofline"]["intensity"], p["roofline"]["points"][name]["flops_per_s"]) for p in counted
+                      if name in p["roofline"]["points"]]
             if points:
-                ax.scatter(*zip(*points), marker=marker, s=60 if marker == "*" else 28, alpha=0.8, label=name)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("arithmetic intensity (FLOP per byte moved at least)")
-        ax.set_ylabel("achieved FLOP/s")
-        ax.set_title(f"Level {level} on {entry['device']}: {len(entry['problems'])} problems")
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8)
+                left.scatter(*zip(*points), marker=marker, s=size, alpha=0.8, label=name)
+        left.set_xscale("log")
+        left.set_yscale("log")
+        left.set_xlabel("arithmetic intensity (FLOP per byte moved at least)")
+        left.set_ylabel("achieved FLOP/s")
+        left.set_title(f"roofline: {len(counted)} problems with counted FLOPs")
+        left.grid(alpha=0.3, which="both")
+        left.legend(fontsize=8)
+
+        for bandwidth in sorted({b for _, _, b in roofs}):
+            right.axhline(bandwidth, linewidth=1.5, label=f"peak bandwidth ({bandwidth / 1e12:.3g} TB/s)")
+        for name, marker, size in _POINTS:
+            points = [(p["roofline"]["bytes"], p["roofline"]["points"][name]["bytes_per_s"]) for p in problems
+                      if name in p["roofline"]["points"] and p["roofline"]["bytes"] > 0]
+            if points:
+                right.scatter(*zip(*points), marker=marker, s=size, alpha=0.8, label=name)
+        right.set_xscale("log")
+        right.set_yscale("log")
+        right.set_xlabel("bytes moved at least (inputs, weights, outputs)")
+        right.set_ylabel("achieved bytes/s")
+        right.set_title(f"bandwidth: all {len(problems)} problems")
+        right.grid(alpha=0.3, which="both")
+        right.legend(fontsize=8)
+        fig.suptitle(f"Level {level} on {entry['device']}")
         return _png(fig)
     finally:
         plt.close(fig)

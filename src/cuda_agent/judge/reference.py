@@ -42,6 +42,7 @@ class ReferenceReport:
     compile: TimingStats | None = None
     device: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    roofline: dict[str, Any] = field(default_factory=dict)  # eager's and compile's (judge/roofline.py)
 
     def flags(self, min_baseline_ms: float) -> list[str]:
         """The reasons this task cannot be judged fairly, as flag names (see FLAG_MEANINGS)."""

@@ -191,11 +191,15 @@ class RunTiming:
         seed = self._seed()
         outputs = [self._call(self.ref, "run", cfg.call_timeout_s, {"input_seed": seed, "reseed": self._seed()},
                               expect={"output": object})["output"] for _ in range(2)]
+        if self.judge.backend == "cuda":  # the baselines' roofline: the workload and the peaks, while it runs
+            self._workload(seed)
+            self._peaks()
         self.ref.close()
         check = compare_outputs(outputs[1], outputs[0], 0, cfg.atol, cfg.rtol, norm_rtol=cfg.norm_rtol)
         report.deterministic, report.self_max_abs_diff = check.passed, check.max_abs_error
         self.baselines()
         report.eager, report.compile = self.verdict.timings.get("eager"), self.verdict.timings.get("compile")
+        report.roofline = self._roofline()
 
     def _roofline(self) -> dict:
         """Where the candidate and the baselines stand against the device's peaks."""
@@ -225,16 +229,7 @@ class RunTiming:
     def _check_floor(self, seed: int) -> None:
         """Fail closed on a time no correct forward can take on this device."""
         v = self.verdict
-        path = self.judge.cache_dir / "workloads" / f"{self.task.sha256}-{self.judge.backend}.json"
-        try:
-            workload = {k: float(json.loads(path.read_text())[k]) for k in WORKLOAD}
-        except (OSError, ValueError, TypeError, AttributeError, KeyError):  # KeyError: an older record
-            workload = self._call(self.ref, "workload", self.cfg.call_timeout_s, {"input_seed": seed},
-                                  expect=dict.fromkeys(WORKLOAD, float))
-            workload = {k: workload[k] for k in WORKLOAD}
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, json.dumps(workload))
-        self.workload = workload
+        workload = self._workload(seed)
         floor = floor_ms(workload, self._peaks(), self.cfg.floor_slack)
         v.timing_integrity.update({"floor_ms": floor, "flops": workload["flops"],
                                    "output_bytes": workload["output_bytes"]})
@@ -245,6 +240,21 @@ class RunTiming:
                        f"(writing its {workload['output_bytes']:.3g} output bytes)")
             v.violations.append(Violation("impossible_time", MODEL_FILE, None, message))
             _fail(v, "runtime_error", f"the candidate's time is impossible: {message}")
+
+    def _workload(self, seed: int) -> dict[str, float]:
+        """The task's FLOPs and bytes (floor.count_workload), counted once per task by the
+        reference process and cached; kept for the roofline."""
+        path = self.judge.cache_dir / "workloads" / f"{self.task.sha256}-{self.judge.backend}.json"
+        try:
+            workload = {k: float(json.loads(path.read_text())[k]) for k in WORKLOAD}
+        except (OSError, ValueError, TypeError, AttributeError, KeyError):  # KeyError: an older record
+            workload = self._call(self.ref, "workload", self.cfg.call_timeout_s, {"input_seed": seed},
+                                  expect=dict.fromkeys(WORKLOAD, float))
+            workload = {k: workload[k] for k in WORKLOAD}
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, json.dumps(workload))
+        self.workload = workload
+        return workload
 
     def _recheck(self, seeds: list[int]) -> None:
         """Check outputs of timed calls chosen after timing, so every call must be real."""
