@@ -10,7 +10,7 @@ import torch
 
 from cuda_agent.bench.report import rooflines, write_report
 from cuda_agent.judge.floor import Peaks, count_workload
-from cuda_agent.judge.roofline import NOT_ON_CPU, device_peaks, not_drawn, render, roofline
+from cuda_agent.judge.roofline import NOT_ON_CPU, device_peaks, floor_peaks, not_drawn, render, roofline
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 H100 = device_peaks("NVIDIA H100 80GB HBM3", None)
@@ -116,3 +116,13 @@ def test_the_bench_report_draws_one_roofline_per_level_from_the_verdicts(tmp_pat
     cpu = write_report(tmp_path / "cpu", report)
     assert not [k for k in cpu if k.startswith("roofline")]
     assert NOT_ON_CPU in cpu["markdown"].read_text()
+
+
+def test_the_floor_never_divides_by_less_than_a_known_gpus_datasheet_bandwidth():
+    # A copy timed while other processes shared the GPU read 0.45 TB/s on an H200 (4.8 TB/s):
+    # that floor refused honest kernels. The datasheet's bandwidth bounds it from below.
+    shared = Peaks(bytes_per_s=4.5e11, flops_per_s=9e14)
+    assert floor_peaks("NVIDIA H200", shared) == Peaks(4.8e12, 9e14)
+    quiet = Peaks(bytes_per_s=5.0e12, flops_per_s=9e14)
+    assert floor_peaks("NVIDIA H200", quiet) == quiet
+    assert floor_peaks("Some Future GPU", shared) == shared  # unknown: the measurement stands

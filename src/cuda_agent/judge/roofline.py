@@ -61,6 +61,17 @@ def device_peaks(name: str, measured: Peaks | None) -> DevicePeaks | None:
                        "CUDA cores' float32 and float64 peaks)")
 
 
+def floor_peaks(name: str, measured: Peaks) -> Peaks:
+    """The peaks the physical floor divides by: the measured ones, with the datasheet's
+    bandwidth where this GPU is in the table and that is higher. A copy timed while other
+    processes share the device (the GPU time-slices between them) reads far below the real
+    bandwidth, and a low bandwidth would raise the floor above honest kernels."""
+    known = device_peaks(name, None)
+    if known is None or known.bytes_per_s <= measured.bytes_per_s:
+        return measured
+    return Peaks(known.bytes_per_s, measured.flops_per_s)
+
+
 def roofline(workload: dict[str, float], peaks: DevicePeaks, timings_ms: dict[str, float]) -> dict[str, Any]:
     """The roofline of one task on one device, with a point per timing (candidate, eager,
     compile): plain data for the verdict."""

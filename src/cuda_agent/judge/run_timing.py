@@ -12,7 +12,7 @@ from . import evidence
 from .baselines import baseline_stats, settled
 from .correctness import compare_outputs
 from .floor import WORKLOAD, Peaks, floor_ms
-from .roofline import NOT_ON_CPU, device_peaks, not_drawn, roofline
+from .roofline import NOT_ON_CPU, device_peaks, floor_peaks, not_drawn, roofline
 from .reference import ReferenceReport
 from .process_tree import strays_elsewhere
 from .session import TimedSession, interleave
@@ -219,8 +219,9 @@ class RunTiming:
             return Peaks(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
             pass
-        reply = self._call(self.ref, "peaks", self.cfg.timing_timeout_s, {},
-                           expect={"bytes_per_s": float, "flops_per_s": float})
+        with self.judge.timing_lock():  # no other judge's timing on the device meanwhile
+            reply = self._call(self.ref, "peaks", self.cfg.timing_timeout_s, {},
+                               expect={"bytes_per_s": float, "flops_per_s": float})
         peaks = Peaks(reply["bytes_per_s"], reply["flops_per_s"])
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps(peaks.to_dict()))
@@ -230,7 +231,8 @@ class RunTiming:
         """Fail closed on a time no correct forward can take on this device."""
         v = self.verdict
         workload = self._workload(seed)
-        floor = floor_ms(workload, self._peaks(), self.cfg.floor_slack)
+        peaks = floor_peaks(str(self.device_info.get("name", "")), self._peaks())
+        floor = floor_ms(workload, peaks, self.cfg.floor_slack)
         v.timing_integrity.update({"floor_ms": floor, "flops": workload["flops"],
                                    "output_bytes": workload["output_bytes"]})
         median = v.timings["candidate"].median_ms
