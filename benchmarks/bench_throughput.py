@@ -161,13 +161,19 @@ def measure(args, config, kind: str, jobs: int, levels, selection, out: Path, sa
             "jobs_per_gpu": jobs, "levels": levels, "copies": args.copies, "candidates": count,
             "judged": len(records), "correct": sum(bool(r.get("correct")) for r in records),
             "warm_up_seconds": warm_s, "seconds": seconds, "per_minute": 60.0 * len(records) / seconds,
-            "mean_stage_seconds": stages, "outcomes": [outcome(r) for r in records]}
+            "mean_stage_seconds": stages, "outcomes": [outcome(r, out) for r in records]}
 
 
-def outcome(record: dict) -> dict:
-    """What a candidate's verdict decided, without its timings' noise beside it."""
-    return {field: record.get(field) for field in ("key", "sample", "status", "correct", "reward",
-                                                   "speedup_vs_eager", "speedup_vs_compile")}
+def outcome(record: dict, out: Path) -> dict:
+    """What a candidate's verdict decided, without its timings' noise beside it, and why where
+    it paid no speedup (its error, or the notes of a timing it did not believe)."""
+    decided = {field: record.get(field) for field in ("key", "sample", "status", "correct", "reward",
+                                                      "speedup_vs_eager", "speedup_vs_compile")}
+    try:
+        notes = json.loads((out / record["verdict"]).read_text()).get("notes") or []
+    except (KeyError, TypeError, OSError, ValueError):
+        notes = []
+    return {**decided, "why": record.get("error") or "; ".join(notes) or None}
 
 
 if __name__ == "__main__":
