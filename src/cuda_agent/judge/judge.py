@@ -303,7 +303,7 @@ class _Run(RunWorkers, RunVerification, RunTiming):
         self.timing = for_backend(self.cfg.timing, judge.backend)  # every tolerance settled for this backend
         self.rng = judge._rng
         self.stack = ExitStack()
-        self.run_as, self.drop_capabilities, self.privileges = self._unprivileged_user()
+        self.run_as, self.privileges = self._unprivileged_user()
         # An unprivileged candidate must reach its run directory, which the judge's cache (often
         # under a private home) may not allow: such runs live in the system's temporary directory.
         runs = judge.cache_dir / "runs" if self.run_as is None else _shared_runs_dir()

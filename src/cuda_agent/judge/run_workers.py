@@ -11,7 +11,7 @@ from typing import Any
 
 from ..solution import MODEL_FILE
 from .landlock import build_ruleset
-from .sandbox import SandboxPolicy, own_namespace, unprivileged_ids, writable_devices
+from .sandbox import Step, own_namespace, policy_for, unprivileged_ids, writable_devices
 from .toolchain import find_cuda_home
 from .worker_process import PACKAGE_PARENT, WorkerError, WorkerProcess, WorkerSpec
 from .run_support import _check_reply, _fail, STEP_SPIN_S
@@ -22,25 +22,26 @@ class RunWorkers:
     ``__init__`` sets the state used here (judge, config, run directory, exit stack)."""
 
     # -- workers ------------------------------------------------------------------------------
-    def _unprivileged_user(self) -> tuple[tuple[int, int] | None, bool, str]:
-        """How candidates give up privileges: the (uid, gid) to run as, whether to stay uid 0
-        but drop every capability instead, and what was decided, in words."""
+    def _unprivileged_user(self) -> tuple[tuple[int, int] | None, str]:
+        """Which user a candidate runs as, when the judge is root: the (uid, gid), or None to
+        stay uid 0 (without capabilities unless that is switched off: ``sandbox.policy_for``),
+        and what was decided, in words."""
         if os.geteuid() != 0:
-            return None, False, f"not elevated (uid {os.geteuid()})"
+            return None, f"not elevated (uid {os.geteuid()})"
         if not self.cfg.drop_privileges:
-            return None, False, "root: dropping privileges is switched off"
+            return None, "root: dropping privileges is switched off"
         ids = unprivileged_ids()
         if ids is None:
-            return None, True, "uid 0 without capabilities (no unprivileged user)"
+            return None, "uid 0 without capabilities (no unprivileged user)"
         unreachable = self.judge.unreachable_for_candidates()
         if unreachable:
-            return None, True, ("uid 0 without capabilities: an unprivileged user cannot reach "
-                                + ", ".join(unreachable[:4]) + (" and more" if len(unreachable) > 4 else "")
-                                + ". To run candidates as another user, let other users reach the Python "
-                                "installation (chmod o+rx on it and o+x on every directory above it), or "
-                                "install Python outside a private home, or name such an interpreter with "
-                                "JudgeConfig(worker_python=...)")
-        return ids, False, f"dropped to uid {ids[0]}"
+            return None, ("uid 0 without capabilities: an unprivileged user cannot reach "
+                          + ", ".join(unreachable[:4]) + (" and more" if len(unreachable) > 4 else "")
+                          + ". To run candidates as another user, let other users reach the Python "
+                          "installation (chmod o+rx on it and o+x on every directory above it), or "
+                          "install Python outside a private home, or name such an interpreter with "
+                          "JudgeConfig(worker_python=...)")
+        return ids, f"dropped to uid {ids[0]}"
 
     def _candidate_home(self) -> Path:
         return self.dir / "candidate-home"
@@ -108,18 +109,15 @@ class RunWorkers:
     def _spawn(self, role: str, mode: str) -> WorkerProcess:
         """Start and set up a worker; raises WorkerError. Safe to call from several threads."""
         filesystem = "not confined: a trusted reference process"
-        policy = SandboxPolicy(isolate_network=self.cfg.isolate_network)
-        if role == "candidate":
+        step = Step.CANDIDATE if role == "candidate" else Step.REFERENCE
+        policy = policy_for(step, backend=self.judge.backend, isolate_network=self.cfg.isolate_network)
+        if step is Step.CANDIDATE:
             fd, filesystem = self._landlock()
             # The worker adds the Unix-socket rule once the CUDA driver, which needs a socket, is up.
             program, syscalls = self.judge.syscall_filter(unix_sockets=False)
-            # The CUDA driver fails to start in a PID namespace whose /proc is the machine's, or
-            # below the launcher (process_tree says why): there the worker is the subreaper.
-            cuda = self.judge.backend == "cuda"
-            policy = SandboxPolicy(isolate_network=self.cfg.isolate_network, isolate_ipc=True, landlock_fd=fd,
-                                   run_as=self.run_as, drop_capabilities=self.drop_capabilities,
-                                   new_pid_namespace=os.geteuid() == 0 and not cuda,
-                                   subreaper="worker" if cuda else "launcher", seccomp_program=program)
+            policy = policy_for(step, backend=self.judge.backend, isolate_network=self.cfg.isolate_network,
+                                landlock_fd=fd, seccomp_program=program, run_as=self.run_as,
+                                drop_privileges=self.cfg.drop_privileges)
         name = f"{role}-{mode}" if role == "reference" else role
         spec = WorkerSpec(role=name, run_dir=self.dir, policy=policy, env=self._env(role),
                           memory_limit_bytes=self.cfg.memory_limit_bytes, python=self.judge.python)

@@ -9,6 +9,10 @@ user or the loss of every capability, and last a seccomp filter. The environment
 scratch rather than inherited. What was actually applied is measured inside the worker (or read
 from /proc by the judge) and recorded, because isolation that silently failed is worse than none.
 ``CompileSandbox`` gives a solution's compilers the same confinement.
+
+Which process gets which sandbox is decided in one place, :func:`policy_for`, by the kind of
+process (:class:`Step`): the judge's candidate worker and trusted reference workers, a
+solution's build, and the agent's shell commands.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import subprocess
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -86,6 +91,57 @@ class SandboxPolicy:
     seccomp_program: bytes | None = None  # a BPF filter (``seccomp``), installed last
 
 
+class Step(Enum):
+    """Every kind of process the judge or the agent starts, by what it runs."""
+
+    REFERENCE = "reference worker"  # the task's own model, the baselines: trusted
+    CANDIDATE = "candidate worker"  # the solution's code: untrusted
+    BUILD = "build"                 # compilers expanding the solution's sources: untrusted input
+    AGENT_SHELL = "agent shell"     # the model's commands in its workspace: untrusted
+
+    @property
+    def trusted(self) -> bool:
+        return self is Step.REFERENCE
+
+
+def policy_for(step: Step, *, backend: str | None = None, isolate_network: bool = True, landlock_fd: int = -1,
+               seccomp_program: bytes | None = None, run_as: tuple[int, int] | None = None,
+               drop_privileges: bool = True, pid_namespaces: bool | None = None) -> SandboxPolicy:
+    """The sandbox of one process of kind ``step``: the one place where trust is decided.
+
+    | step | network | IPC ns | Landlock | privileges (as root) | processes | seccomp |
+    |---|---|---|---|---|---|---|
+    | reference worker | as configured | no | no | kept | - | no |
+    | candidate worker | as configured | yes | given | ``run_as``, else capabilities dropped (unless switched off) | PID namespace (cpu, root), else a subreaper | given |
+    | build | as configured | yes | given | capabilities dropped | its session | given |
+    | agent shell | isolated | yes | given | capabilities dropped | PID namespace where one can be made (not on cuda) | no |
+
+    The CUDA driver does not start in a PID namespace whose /proc is the machine's, nor below
+    the launcher in the candidate's sandbox (``process_tree``): on the cuda backend a candidate's
+    worker makes itself the subreaper once the driver is up, and the agent's commands (whose
+    scripts use the GPU) get no PID namespace. ``pid_namespaces``: whether this machine lets a
+    child make one (None: whether the judge is root). ``landlock_fd`` and ``seccomp_program`` are
+    built by the caller for the step (its writable and hidden paths, its filter);
+    ``drop_privileges=False`` (the judge's switch) lets a candidate keep root's capabilities."""
+    if backend is None and step in (Step.CANDIDATE, Step.AGENT_SHELL):
+        raise ValueError(f"the {step.value}'s sandbox depends on the backend: pass backend='cpu' or 'cuda'")
+    root = os.geteuid() == 0
+    cuda = backend == "cuda"
+    can_namespace = root if pid_namespaces is None else pid_namespaces
+    if step is Step.REFERENCE:
+        return SandboxPolicy(isolate_network=isolate_network)
+    if step is Step.CANDIDATE:
+        return SandboxPolicy(isolate_network=isolate_network, isolate_ipc=True, landlock_fd=landlock_fd,
+                             run_as=run_as, drop_capabilities=root and drop_privileges and run_as is None,
+                             new_pid_namespace=can_namespace and not cuda,
+                             subreaper="worker" if cuda else "launcher", seccomp_program=seccomp_program)
+    if step is Step.BUILD:
+        return SandboxPolicy(isolate_network=isolate_network, isolate_ipc=True, landlock_fd=landlock_fd,
+                             drop_capabilities=root, seccomp_program=seccomp_program)
+    return SandboxPolicy(isolate_network=True, isolate_ipc=True, landlock_fd=landlock_fd, drop_capabilities=root,
+                         new_pid_namespace=can_namespace and not cuda)
+
+
 @dataclass(frozen=True)
 class CompileSandbox:
     """The sandbox a solution's build runs in: the compilers read the candidate's sources and
@@ -111,9 +167,8 @@ class CompileSandbox:
                 filesystem = ruleset.description
             except OSError as exc:
                 filesystem = f"not confined: {exc}"
-        policy = SandboxPolicy(isolate_network=self.isolate_network, isolate_ipc=True,
-                               landlock_fd=ruleset.fd if ruleset else -1, drop_capabilities=os.geteuid() == 0,
-                               seccomp_program=self.seccomp_program)
+        policy = policy_for(Step.BUILD, isolate_network=self.isolate_network,
+                            landlock_fd=ruleset.fd if ruleset else -1, seccomp_program=self.seccomp_program)
         record = {"filesystem": filesystem, "syscalls": self.seccomp_note,
                   "privileges": "uid 0 without capabilities" if os.geteuid() == 0 else f"uid {os.geteuid()}"}
         try:

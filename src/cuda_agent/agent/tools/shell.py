@@ -28,7 +28,8 @@ from typing import Any
 
 from ...files import write_atomic
 from ...judge.landlock import LandlockError, build_ruleset
-from ...judge.sandbox import SandboxPolicy, make_preexec, own_namespace, worker_environment, writable_devices
+from ...judge.sandbox import (SandboxPolicy, Step, make_preexec, own_namespace, policy_for, worker_environment,
+                              writable_devices)
 from ..text import CUT_NOTICE, cap_text
 from .base import Tool, ToolContext, ToolError, ToolOutput
 
@@ -149,10 +150,10 @@ async def build_sandbox(ctx: ToolContext) -> _Sandbox:
         if ruleset is not None:
             ruleset.close()
         raise
-    # The CUDA driver does not start in a PID namespace whose /proc is the machine's (it looks
-    # itself up by the namespace's pid), and the agent's scripts on a GPU use it.
     cuda = getattr(ctx.judge, "backend", None) == "cuda"
-    pid = spaces.pid and not cuda
+    policy = policy_for(Step.AGENT_SHELL, backend="cuda" if cuda else "cpu", landlock_fd=ruleset.fd if ruleset else -1,
+                        pid_namespaces=spaces.pid)
+    pid = policy.new_pid_namespace  # none on cuda: the CUDA driver, which the agent's scripts use, fails in one
     tcp_blocked = ruleset is not None and ruleset.abi >= 4
     if spaces.network:
         network = "isolated: a network namespace of its own (loopback only)"
@@ -172,8 +173,6 @@ async def build_sandbox(ctx: ToolContext) -> _Sandbox:
                       "others that detached may survive"),
         "pid_namespace": pid,
     }
-    policy = SandboxPolicy(isolate_network=True, isolate_ipc=True, landlock_fd=ruleset.fd if ruleset else -1,
-                           drop_capabilities=root, new_pid_namespace=pid)
     return _Sandbox(policy, description, ruleset)
 
 
