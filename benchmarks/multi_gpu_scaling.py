@@ -220,6 +220,9 @@ def summarise(runs: list[dict]) -> dict:
             row["identical_verdicts"] = len(reference) - sum(1 for d in differing if d[1])
             differences += [{"run": run["run"], "candidate": f"{k[0]} sample {k[1]}", "one_gpu": a, "this_run": b}
                             for k, a, b in differing]
+        # Fewer than two candidates per judge slot: the run lasts as long as its slowest judge,
+        # and its rate is a latency, not a throughput.
+        row["latency_bound"] = run["candidates"] < 2 * run["gpus"] * run["jobs_per_gpu"]
         if run["judged"] != run["candidates"] or run["duplicated"]:
             failures.append(f"{run['run']}: {run['judged']} verdicts for {run['candidates']} candidates "
                             f"(duplicated: {run['duplicated']})")
@@ -244,6 +247,10 @@ def report(console: Console, summary: dict) -> None:
                       f"{row.get('identical_verdicts', '-')}/{row['judged']}",
                       f"pid {killed['pid']} after {killed['after_verdicts']}" if killed else "-")
     console.print(table)
+    bound = [row["run"] for row in summary["rows"] if row.get("latency_bound")]
+    if bound:
+        console.print(f"{', '.join(bound)}: fewer than two candidates per judge slot, so the rate is the slowest "
+                      "judge's latency, not throughput (raise --copies)")
     for difference in summary["differences"]:
         console.print(f"differs from one GPU: {difference}")
     for failure in summary["failures"]:

@@ -9,6 +9,9 @@
 #   scripts/multi_gpu_check.sh                      # levels 1 and 2's hand-written solutions
 #   SIZES=1,2 COPIES=2 JOBS=4 scripts/multi_gpu_check.sh   # fewer sizes and copies; judges per GPU
 #
+# A throughput figure needs at least two candidates per judge slot at the largest size: 7 x COPIES
+# >= 2 x GPUs x JOBS (COPIES=8 for 4 GPUs at JOBS=4; runs below that are flagged latency-bound).
+#
 # Needs ray (pip install 'cuda-agent[ray]'; wheels in .whl/ and .whl-ray/ are installed first if
 # present) and a KernelBench checkout ($KERNELBENCH, default ./.kernelbench). The JSON is written
 # after every run; RESUME=1 with that JSON in $OUT keeps its finished runs and does the rest.
