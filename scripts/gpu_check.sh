@@ -17,9 +17,11 @@ OUT=${OUT:-gpu-results}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export CUDA_AGENT_CACHE=${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}
-# Wheels the machine lacks (KernelBench's evaluator needs pydantic), carried in .whl/ if present.
-if compgen -G ".whl/*.whl" > /dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
+# Wheels the machine lacks (KernelBench's evaluator needs pydantic, the agent's tests the openai
+# SDK, the tests' schemas jsonschema), carried in .whl/ and .whl-*/ folders if present.
+wheels=$(compgen -G ".whl*/*.whl")
+if [ -n "$wheels" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $wheels \
     && export PYTHONPATH="/tmp/site:$PYTHONPATH"
 fi
 parts=${*:-tests examples demo repeatability methods bench guards agent kernelbench throughput refusals synth}

@@ -12,7 +12,7 @@
 # A throughput figure needs at least two candidates per judge slot at the largest size: 7 x COPIES
 # >= 2 x GPUs x JOBS (COPIES=8 for 4 GPUs at JOBS=4; runs below that are flagged latency-bound).
 #
-# Needs ray (pip install 'cuda-agent[ray]'; wheels in .whl/ and .whl-ray/ are installed first if
+# Needs ray (pip install 'cuda-agent[ray]'; wheels in .whl/ and .whl-*/ folders are installed first if
 # present) and a KernelBench checkout ($KERNELBENCH, default ./.kernelbench). The JSON is written
 # after every run; RESUME=1 with that JSON in $OUT keeps its finished runs and does the rest.
 set -uo pipefail
@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-results}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-wheels=$(compgen -G ".whl/*.whl"; compgen -G ".whl-ray/*.whl")
+wheels=$(compgen -G ".whl*/*.whl")
 if [ -n "$wheels" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $wheels \
     && export PYTHONPATH="/tmp/site:$PYTHONPATH"
