@@ -313,37 +313,35 @@ def _plot_roofline(level: str, entry: dict) -> bytes:
         for precision, flops, bandwidth in sorted(roofs):
             left.plot(xs, [min(flops, x * bandwidth) for x in xs], linewidth=1.5,
                       label=f"roof, {precision} ({flops / 1e12:.3g} TFLOP/s, {bandwidth / 1e12:.3g} TB/s)")
-        for name, marker, size in _POINTS:
-            points = [(p["roofline"]["intensity"], p["roofline"]["points"][name]["flops_per_s"]) for p in counted
-                      if name in p["roofline"]["points"]]
-            if points:
-                left.scatter(*zip(*points), marker=marker, s=size, alpha=0.8, label=name)
-        left.set_xscale("log")
-        left.set_yscale("log")
-        left.set_xlabel("arithmetic intensity (FLOP per byte moved at least)")
-        left.set_ylabel("achieved FLOP/s")
-        left.set_title(f"roofline: {len(counted)} problems with counted FLOPs")
-        left.grid(alpha=0.3, which="both")
-        left.legend(fontsize=8)
+        _points_panel(left, counted, "intensity", "flops_per_s", "arithmetic intensity (FLOP per byte moved at least)",
+                      "achieved FLOP/s", f"roofline: {len(counted)} problems with counted FLOPs")
 
         for bandwidth in sorted({b for _, _, b in roofs}):
             right.axhline(bandwidth, linewidth=1.5, label=f"peak bandwidth ({bandwidth / 1e12:.3g} TB/s)")
-        for name, marker, size in _POINTS:
-            points = [(p["roofline"]["bytes"], p["roofline"]["points"][name]["bytes_per_s"]) for p in problems
-                      if name in p["roofline"]["points"] and p["roofline"]["bytes"] > 0]
-            if points:
-                right.scatter(*zip(*points), marker=marker, s=size, alpha=0.8, label=name)
-        right.set_xscale("log")
-        right.set_yscale("log")
-        right.set_xlabel("bytes moved at least (inputs, weights, outputs)")
-        right.set_ylabel("achieved bytes/s")
-        right.set_title(f"bandwidth: all {len(problems)} problems")
-        right.grid(alpha=0.3, which="both")
-        right.legend(fontsize=8)
+        _points_panel(right, problems, "bytes", "bytes_per_s", "bytes moved at least (inputs, weights, outputs)",
+                      "achieved bytes/s", f"bandwidth: all {len(problems)} problems")
         fig.suptitle(f"Level {level} on {entry['device']}")
         return _png(fig)
     finally:
         plt.close(fig)
+
+
+def _points_panel(ax, problems: list[dict], x: str, y: str, xlabel: str, ylabel: str, title: str) -> None:
+    """One log-log panel over the lines already drawn on ``ax``: each problem's eager, compile
+    and candidate points at its roofline's ``x`` and the point's ``y`` (problems with no
+    positive ``x`` left out)."""
+    for name, marker, size in _POINTS:
+        points = [(p["roofline"][x], p["roofline"]["points"][name][y]) for p in problems
+                  if name in p["roofline"]["points"] and (p["roofline"][x] or 0) > 0]
+        if points:
+            ax.scatter(*zip(*points), marker=marker, s=size, alpha=0.8, label=name)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
 
 
 def write_report(out_dir: Path, report: dict) -> dict[str, Path]:
