@@ -108,16 +108,15 @@ class RunWorkers:
 
     def _spawn(self, role: str, mode: str) -> WorkerProcess:
         """Start and set up a worker; raises WorkerError. Safe to call from several threads."""
-        filesystem = "not confined: a trusted reference process"
         step = Step.CANDIDATE if role == "candidate" else Step.REFERENCE
-        policy = policy_for(step, backend=self.judge.backend, isolate_network=self.cfg.isolate_network)
+        fd, filesystem, program, syscalls = -1, "not confined: a trusted reference process", None, ""
         if step is Step.CANDIDATE:
             fd, filesystem = self._landlock()
             # The worker adds the Unix-socket rule once the CUDA driver, which needs a socket, is up.
             program, syscalls = self.judge.syscall_filter(unix_sockets=False)
-            policy = policy_for(step, backend=self.judge.backend, isolate_network=self.cfg.isolate_network,
-                                landlock_fd=fd, seccomp_program=program, run_as=self.run_as,
-                                drop_privileges=self.cfg.drop_privileges)
+        policy = policy_for(step, backend=self.judge.backend, isolate_network=self.cfg.isolate_network,
+                            landlock_fd=fd, seccomp_program=program, run_as=self.run_as,
+                            drop_privileges=self.cfg.drop_privileges)
         name = f"{role}-{mode}" if role == "reference" else role
         spec = WorkerSpec(role=name, run_dir=self.dir, policy=policy, env=self._env(role),
                           memory_limit_bytes=self.cfg.memory_limit_bytes, python=self.judge.python)
