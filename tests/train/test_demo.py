@@ -14,7 +14,7 @@ import time
 import pytest
 
 from cuda_agent.agent.trajectory import load_trajectory
-from cuda_agent.train.demo.run import DemoRun, DemoSettings
+from cuda_agent.train.demo.run import DemoRun, DemoSettings, corpus
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
@@ -31,8 +31,9 @@ def test_rft_takes_the_untrained_model_to_correct_solutions(demo):
     e = summary["evaluations"]
     assert e["base"]["mean"] == -1.0  # random weights write nothing the judge can take
     correct = sum(n for reward, n in e["rft"]["counts"].items() if float(reward) > 0)
-    # Most sampled replies are correct. How many depends on the CPU's arithmetic (the same seeds gave
-    # 34, 46 and 48 of 48 on three CPUs), so the bar is a majority, and the test is the p-value.
+    # Most sampled replies are correct. How many depends on the CPU's arithmetic and on the times in
+    # the judge's feedback the experts saw (two runs on one CPU gave 46 and 47 of 48), so the bar is
+    # a majority, and the test is the p-value.
     assert correct > 0.5 * e["rft"]["n"] and summary["rft_vs_base"]["p_value"] < 1e-6
     assert summary["rft_report"]["kept"] == 4 and summary["rft_report"]["rewards"] == {"1": 3, "3": 1}
     assert summary["rft_report"]["dropped"]["repeated_calls"] == 1 and summary["rft_report"]["dropped"]["outcome"] == 1
@@ -75,3 +76,18 @@ def test_the_reward_curve_is_written_and_a_rerun_redoes_nothing(demo, train_pool
     again = DemoRun(out, train_pool, DemoSettings(), say=print).all()
     assert time.monotonic() - started < 120
     assert again["evaluations"] == summary["evaluations"] and again["judge_calls"] == 0
+
+
+def test_the_tokenizer_corpus_does_not_depend_on_measured_times():
+    # The experts' conversations carry the judge's timings, which differ from run to run; a
+    # vocabulary learned from them would give every run a differently shaped random model.
+    def conversation(times: str) -> dict:
+        return {"messages": [{"role": "user", "content": "Make it fast."},
+                             {"role": "assistant", "content": "Profiling.", "tool_calls": None},
+                             {"role": "user", "content": f"candidate {times}"}], "tools": []}
+
+    rows = [{"prompt": [{"role": "user", "content": "Make it fast."}]}]
+    first = corpus(rows, [conversation("63.6 ms  eager 2.991 ms (0.05x)")], "cpu")
+    second = corpus(rows, [conversation("126.47 ms  eager 3.5 ms (0.03x)")], "cpu")
+    assert first == second and "candidate 0 ms  eager 0 ms (0x)" in first
+    assert corpus(rows, [conversation("fast")], "cpu") != first  # the words still count

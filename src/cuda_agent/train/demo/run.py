@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -73,10 +74,18 @@ def _save(path: Path, data: Any) -> None:
     write_atomic(path, json.dumps(data, indent=2, default=str))
 
 
+_MEASURED = re.compile(r"\d+(?:\.\d+)?")
+
+
 def corpus(rows: list[dict], rft: list[dict], backend: str) -> list[str]:
-    """Text the tokenizer learns from: the prompts and the expert conversations."""
+    """Text the tokenizer learns from: the prompts and the expert conversations.
+
+    The judge's feedback in those conversations carries measured times, which differ from run to
+    run; its numbers are masked here, so that the vocabulary, and with it the model's random
+    initialisation, does not depend on timing noise."""
     texts = [m["content"] for r in rows for m in r["prompt"]]
-    texts += [m["content"] for r in rft for m in text_protocol_messages(r)]
+    texts += [m["content"] if m["role"] == "assistant" else _MEASURED.sub("0", m["content"])
+              for r in rft for m in text_protocol_messages(r)]
     replies = [to_text_messages([m], [])[0].content for kind in ("fast", "slow")
                for m in family.expert_replies(kind, backend)]
     return texts + replies * 50  # the replies are what the model writes: weigh them, so they tokenize short
