@@ -46,7 +46,7 @@ def outcome(verdict) -> str:
         return "withheld" if not verdict.timing_integrity.get("stable", True) else "paid"
     if verdict.status == "runtime_error" and "not credible" in verdict.error:
         return "refused"
-    return f"other: {verdict.status}: {verdict.error[:120]}"
+    return f"other: {verdict.status}: {verdict.error.strip().splitlines()[-1][:120] if verdict.error else ''}"
 
 
 async def judge_all(pool, task, solution, n: int, feeders: int, deadline: float, log: Path,
@@ -65,8 +65,11 @@ async def judge_all(pool, task, solution, n: int, feeders: int, deadline: float,
             verdicts.append(verdict)
             stats = verdict.timings.get("candidate")
             with log.open("a") as fh:
+                # The whole error and stage: a failure of the judge itself must be traceable.
                 fh.write(json.dumps({"outcome": outcome(verdict), "reward": verdict.reward,
-                                     "candidate_ms": stats.median_ms if stats else None}) + "\n")
+                                     "candidate_ms": stats.median_ms if stats else None,
+                                     "stage": verdict.stage, "error": verdict.error,
+                                     "details": verdict.details[-4000:] if verdict.details else ""}) + "\n")
             progress.advance(bar)
 
     await asyncio.gather(*(feeder() for _ in range(feeders)))

@@ -21,7 +21,7 @@ export CUDA_AGENT_CACHE=${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}
 # SDK, the tests' schemas jsonschema), carried in .whl/ and .whl-*/ folders if present.
 wheels=$(compgen -G ".whl*/*.whl")
 if [ -n "$wheels" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $wheels \
+  python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site $wheels 2>"$OUT/pip.log" \
     && export PYTHONPATH="/tmp/site:$PYTHONPATH"
 fi
 parts=${*:-tests examples demo repeatability methods bench guards agent kernelbench throughput refusals synth}
@@ -36,7 +36,8 @@ status=0
 for part in $parts; do
   case $part in
     tests)
-      python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" --junitxml="$OUT/gpu-tests.xml" tests 2>&1 \
+      # GPU_TESTS picks paths (default: all); -v so that a run cut short still says which test failed.
+      python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -o addopts="" --junitxml="$OUT/gpu-tests.xml" ${GPU_TESTS:-tests} 2>&1 \
         | tee "$OUT/gpu-tests.log" || status=1 ;;
     examples)
       for ex in examples/*/; do
@@ -95,8 +96,10 @@ PY
         --copies "${COPIES:-3}" --device cuda --cache-dir "$CUDA_AGENT_CACHE" --json "$OUT/bench_throughput.json" \
         ${THROUGHPUT_FLAGS:-} 2>&1 | tee "$OUT/bench_throughput.txt" || status=1 ;;
     refusals)
-      # Honest judges refused by the timing integrity checks under the pool's default load.
-      python3 benchmarks/false_refusals.py --device cuda --n "${REFUSAL_N:-100}" --out "$OUT/false_refusals.json" 2>&1 \
+      # Honest judges refused by the timing integrity checks under the pool's default load
+      # (REFUSAL_MINUTES: start no judge after that long, so that the JSON is written in time).
+      python3 benchmarks/false_refusals.py --device cuda --n "${REFUSAL_N:-100}" \
+        ${REFUSAL_MINUTES:+--max-minutes "$REFUSAL_MINUTES"} --out "$OUT/false_refusals.json" 2>&1 \
         | tee "$OUT/false_refusals.txt" || status=1 ;;
     synth)
       # A time-boxed, resumable synthesis run: call again (same SYNTH_RUN) to go on where it
