@@ -18,6 +18,10 @@ from cuda_agent.judge.floor import Peaks, count_workload, floor_ms
 from cuda_agent.judge.landlock import abi_version, build_ruleset
 from cuda_agent.judge.static_checks import kernel_inventory
 from cuda_agent.judge.sandbox import SandboxPolicy, make_preexec
+from cuda_agent.judge.config import JudgeConfig
+from cuda_agent.judge.run_support import _Stop
+from cuda_agent.judge.run_verify import PROFILE_ATTEMPTS, RunVerification
+from cuda_agent.judge.verdict import Verdict
 from cuda_agent.judge.worker_main import perturb_parameters, transform_inputs
 from cuda_agent.solution import Solution
 
@@ -94,6 +98,90 @@ def test_library_kernels_count_only_for_a_solution_that_calls_the_library():
     without = _solution(**{"kernels__k.cu": CUDA_SOURCE})
     assert evidence.assess_kernels(kernels, with_library, "m") == []
     assert [v.rule for v in evidence.assess_kernels(kernels, without, "m")] == ["unattributed_kernels"]
+
+
+class _FailingProfiler:
+    """Stands in for torch.profiler.profile: fails on entering, or when its events are read."""
+
+    def __init__(self, when: str) -> None:
+        self.when = when
+
+    def __call__(self, **kwargs):
+        return self
+
+    def __enter__(self):
+        if self.when == "start":
+            raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def events(self):
+        raise RuntimeError("kineto: no trace")
+
+
+@pytest.mark.parametrize("when", ["start", "events"])
+def test_a_profiler_that_fails_gives_no_record_and_forward_runs_once(monkeypatch, when):
+    import torch.profiler
+
+    monkeypatch.setattr(torch.profiler, "profile", _FailingProfiler(when))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    calls = []
+    result, kernels = recording.record_kernels(lambda: calls.append(1) or "out")
+    assert (result, kernels, calls) == ("out", None, [1])
+
+
+def test_an_error_of_forward_under_the_profiler_is_raised_as_it_is(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+
+    def forward():
+        raise ValueError("the candidate's bug")
+
+    with pytest.raises(ValueError, match="the candidate's bug"):
+        recording.record_kernels(forward)
+
+
+class _Verifier(RunVerification):
+    """The verify stage's candidate call over scripted replies of the candidate's worker."""
+
+    def __init__(self, records: list) -> None:
+        self.replies = [{"output": 0, "aliases": [], "evidence": {"kernels": k}} for k in records]
+        self.calls = 0
+        self.cand, self.cfg, self.verdict = "candidate", JudgeConfig(), Verdict(status="ok")
+
+    def _call(self, worker, cmd, timeout, fields, expect=None):
+        self.calls += 1
+        return self.replies[self.calls - 1]
+
+
+KERNEL = {"name": "void tiled_kernel<4>(float*)", "device_ms": 0.2, "op": ""}
+
+
+def test_a_lost_kernel_record_is_recorded_again():
+    verifier = _Verifier([[], None, [KERNEL]])
+    got = verifier._run_candidate(1, "none", {"ops": True, "kernels": True})
+    assert got["evidence"]["kernels"] == [KERNEL] and verifier.calls == 3
+    assert "no kernel in 2 call(s)" in verifier.verdict.notes[-1]
+
+
+def test_a_forward_that_runs_no_kernel_keeps_its_empty_record():
+    verifier = _Verifier([[]] * PROFILE_ATTEMPTS)
+    got = verifier._run_candidate(1, "none", {"ops": True, "kernels": True})
+    assert got["evidence"]["kernels"] == [] and verifier.calls == PROFILE_ATTEMPTS  # judged on it: kernels idle
+
+
+def test_a_profiler_that_fails_every_time_refuses_the_solution():
+    verifier = _Verifier([None] * PROFILE_ATTEMPTS)
+    with pytest.raises(_Stop):
+        verifier._run_candidate(1, "none", {"ops": True, "kernels": True})
+    assert verifier.verdict.status == "runtime_error" and "profiler failed" in verifier.verdict.error
+
+
+def test_calls_without_a_kernel_record_are_made_once():
+    verifier = _Verifier([[]])
+    verifier._run_candidate(1, "none", {"ops": True, "kernels": False})
+    assert verifier.calls == 1 and verifier.verdict.notes == []
 
 
 # -- threads and flags ----------------------------------------------------------------------------------

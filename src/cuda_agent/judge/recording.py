@@ -158,11 +158,13 @@ def record_ops(call: Callable[[], Any]) -> tuple[Any, dict[str, int]]:
     return result, dict(recorder.ops)
 
 
-def record_kernels(call: Callable[[], Any]) -> tuple[Any, list[dict[str, Any]]]:
+def record_kernels(call: Callable[[], Any]) -> tuple[Any, list[dict[str, Any]] | None]:
     """Run ``call`` under the CUDA profiler; return its result and the kernels it launched.
 
     Each kernel comes with its device time and the ATen op it was launched from, or "" for a
-    launch made directly by the solution's code (its own kernels, or a library it called).
+    launch made directly by the solution's code (its own kernels, or a library it called). The
+    kernels are ``None`` when the profiler itself failed (an error outside ``call``, which the
+    judge answers by recording again); an error of ``call`` is raised as it is.
     """
     import torch
     from torch.autograd import DeviceType
@@ -170,11 +172,30 @@ def record_kernels(call: Callable[[], Any]) -> tuple[Any, list[dict[str, Any]]]:
 
     if _warmup is not None:
         _warmup.join()  # one profiler at a time
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        with record_function(FORWARD_SCOPE):
-            result = call()
-        torch.cuda.synchronize()
-    events = prof.events()
+    ran: dict[str, Any] = {}
+
+    def traced() -> None:
+        try:
+            with record_function(FORWARD_SCOPE):
+                ran["result"] = call()
+            torch.cuda.synchronize()
+        except BaseException as exc:  # the candidate's: raised below, after the profiler stops
+            ran["error"] = exc
+
+    try:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            traced()
+        events = prof.events()
+    except Exception:  # noqa: BLE001 - the profiler's own failure, not the candidate's
+        events = None
+    if "error" in ran:
+        raise ran["error"]
+    if "result" not in ran:  # the profiler failed before forward ran
+        traced()
+        if "error" in ran:
+            raise ran["error"]
+    if events is None:
+        return ran["result"], None
     # Kernels that the profiler attached to an ATen op were launched by that op.
     from_ops: Counter[tuple[str, float]] = Counter()
     op_of: dict[tuple[str, float], str] = {}
@@ -195,4 +216,4 @@ def record_kernels(call: Callable[[], Any]) -> tuple[Any, list[dict[str, Any]]]:
             from_ops[key] -= 1
             op = op_of[key]
         kernels.append({"name": event.name, "device_ms": duration / 1e3, "op": op})
-    return result, kernels
+    return ran["result"], kernels

@@ -14,6 +14,8 @@ from .verdict import Violation
 from .worker_process import WorkerError
 from .run_support import _fail, CHECK_TRANSFORMS, check_aliases, check_inputs
 
+PROFILE_ATTEMPTS = 3  # calls of forward under the profiler before an empty kernel record counts
+
 
 class RunVerification:
     """The verify stage of ``judge._Run``."""
@@ -47,9 +49,7 @@ class RunVerification:
             record = {"ops": cfg.runtime_checks,
                       "kernels": cfg.runtime_checks and self.judge.backend == "cuda" and i == cfg.num_checks - 1}
             changed = [int(k) for k in ref["inputs"]]
-            got = self._call(self.cand, "run", cfg.call_timeout_s,
-                             {"input_seed": seed, "transform": ref["transform"], "record": record},
-                             expect={"output": object, "evidence": dict, "aliases": list})
+            got = self._run_candidate(seed, ref["transform"], record)
             if cfg.runtime_checks:
                 self._assess(got["evidence"], record, warm=i > 0 or self.judge.backend == "cpu")
             v.checks.append(compare_outputs(got["output"], ref["output"], i, cfg.atol, cfg.rtol,
@@ -82,6 +82,31 @@ class RunVerification:
                            f"(normwise), where float32 arithmetic leaves at most {p['allowed']:.2g} (the "
                            f"reference's own: {p['reference_error']:.2g}): computed in less precision than the "
                            "task's (TF32, bfloat16, float16?), so no speedup is paid")
+
+    def _run_candidate(self, seed: int, transform: str, record: dict) -> dict:
+        """The candidate's call on a check's inputs, its output and records in the reply.
+
+        A kernel record that holds no GPU activity at all, or none because the profiler failed,
+        is lost rather than evidence: the GPU profiler now and then drops a session's records
+        when several processes share the GPU (an honest one-kernel solution was refused for
+        "kernels idle" once in 80 judges under the pool's load). Such a call is made again, up
+        to ``PROFILE_ATTEMPTS`` times, and the check uses the output and records of the last.
+        A forward that runs nothing on the GPU records nothing every time and is judged on
+        that; a profiler that fails every time refuses the solution.
+        """
+        for attempt in range(1, PROFILE_ATTEMPTS + 1):
+            got = self._call(self.cand, "run", self.cfg.call_timeout_s,
+                             {"input_seed": seed, "transform": transform, "record": record},
+                             expect={"output": object, "evidence": dict, "aliases": list})
+            if not record.get("kernels") or got["evidence"].get("kernels", ()):
+                break
+        if attempt > 1:
+            self.verdict.notes.append(f"the GPU profiler recorded no kernel in {attempt - 1} call(s) of forward; "
+                                      f"the check used call {attempt}")
+        if "kernels" in got["evidence"] and got["evidence"]["kernels"] is None:
+            _fail(self.verdict, "runtime_error", f"the GPU profiler failed in {PROFILE_ATTEMPTS} calls of "
+                  "forward, so the judge cannot see which kernels ran")
+        return got
 
     def _assess(self, records: dict, asked: dict, warm: bool) -> None:
         """Turn the candidate's records of one forward into violations; forbidden if any.
