@@ -5,8 +5,9 @@ dispatch on every check, the op counter on every call, one GPU-kernel profile, t
 the sandbox's Landlock ruleset, seccomp filter and privilege drop, the float64 precision check,
 and the physical-floor check. For each example the solution is judged with
 guards on and off, alternately, ``--repeats`` times each after one warm-up of each (which builds
-the extension and caches the baselines); the table shows median whole-judge seconds and the
-overhead of the guards as a share of the guarded judge's time. Target: at most 10%. It also shows
+the extension and caches the baselines); the table shows median whole-judge seconds, the
+overhead of the guards as a share of the guarded judge's time, and the seconds each stage adds
+with the guards on (its median on less its median off). Target: at most 10%. It also shows
 the candidate's timed median both ways: the guards that run inside timed calls (the op counter)
 must not move the figure the reward is paid on.
 
@@ -58,7 +59,7 @@ def main() -> None:
     results: dict = {"backend": backend, "repeats": args.repeats, "target": TARGET, "examples": {}}
     table = Table(title=f"Guard overhead ({backend})")
     for column in ("example", "guards on (s)", "guards off (s)", "overhead", "candidate ms on / off",
-                   "stage seconds with guards"):
+                   "seconds added per stage (on - off)"):
         table.add_column(column)
     try:
         on = Judge(JudgeConfig(backend=backend, cache_dir=cache))
@@ -68,7 +69,7 @@ def main() -> None:
             task, solution = load_task(example / "model.py"), load_solution(example / backend)
             times: dict[str, list[float]] = {"on": [], "off": []}
             figure: dict[str, list[float]] = {"on": [], "off": []}
-            stages: dict[str, list[float]] = {}
+            stages: dict[str, dict[str, list[float]]] = {"on": {}, "off": {}}
             for round_ in range(args.repeats + 1):
                 for label, judge in (("on", on), ("off", off)):
                     verdict = judge.judge(task, solution)
@@ -79,20 +80,24 @@ def main() -> None:
                     times[label].append(verdict.seconds["total"])
                     if verdict.timings.get("candidate"):
                         figure[label].append(verdict.timings["candidate"].median_ms)
-                    if label == "on":
-                        for stage, seconds in verdict.seconds.items():
-                            stages.setdefault(stage, []).append(seconds)
+                    for stage, seconds in verdict.seconds.items():
+                        stages[label].setdefault(stage, []).append(seconds)
             t_on, t_off = statistics.median(times["on"]), statistics.median(times["off"])
             overhead = (t_on - t_off) / t_on
-            stage_medians = {k: statistics.median(v) for k, v in stages.items()}
+            medians = {label: {k: statistics.median(v) for k, v in by_stage.items()}
+                       for label, by_stage in stages.items()}
+            # Where the guards' time goes: each stage's median with guards on less its median off.
+            added = {k: v - medians["off"].get(k, 0.0) for k, v in medians["on"].items() if k != "total"}
             ms_on = statistics.median(figure["on"]) if figure["on"] else None
             ms_off = statistics.median(figure["off"]) if figure["off"] else None
             results["examples"][name] = {"on_s": times["on"], "off_s": times["off"], "median_on_s": t_on,
-                                         "median_off_s": t_off, "overhead": overhead, "stages_on_s": stage_medians,
+                                         "median_off_s": t_off, "overhead": overhead, "stages_on_s": medians["on"],
+                                         "stages_off_s": medians["off"], "stages_added_s": added,
                                          "candidate_ms_on": figure["on"], "candidate_ms_off": figure["off"]}
             shift = f"{ms_on:.4g} / {ms_off:.4g} ({ms_on / ms_off - 1:+.1%})" if ms_on and ms_off else "n/a"
             table.add_row(name, f"{t_on:.2f}", f"{t_off:.2f}", f"{overhead:+.1%}", shift,
-                          ", ".join(f"{k} {v:.2f}" for k, v in stage_medians.items() if k != "total"))
+                          ", ".join(f"{k} {v:+.2f}" for k, v in sorted(added.items(), key=lambda kv: -abs(kv[1]))
+                                    if abs(v) >= 0.01))
         console.print(table)
         worst = max(r["overhead"] for r in results["examples"].values())
         results["worst_overhead"] = worst
