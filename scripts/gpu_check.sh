@@ -18,7 +18,8 @@ mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export CUDA_AGENT_CACHE=${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}
 # Wheels the machine lacks (KernelBench's evaluator needs pydantic, the agent's tests the openai
-# SDK, the tests' schemas jsonschema), carried in .whl/ and .whl-*/ folders if present.
+# SDK, the MCP server's the mcp SDK, the tests' schemas jsonschema), carried in .whl/ and .whl-*/
+# folders if present.
 wheels=$(compgen -G ".whl*/*.whl")
 if [ -n "$wheels" ]; then
   python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site $wheels 2>"$OUT/pip.log" \

@@ -38,8 +38,8 @@ TOOLS = {"open_task", "list_files", "read_file", "write_file", "compile", "verif
 CALL_TIMEOUT_S = 600.0
 
 
-def server_args(root: Path, cache: Path, *extra: str) -> list[str]:
-    return ["-m", "cuda_agent.cli", "mcp", "--device", "cpu", "--root", str(root), "--cache-dir", str(cache),
+def server_args(root: Path, cache: Path, *extra: str, device: str = "cpu") -> list[str]:
+    return ["-m", "cuda_agent.cli", "mcp", "--device", device, "--root", str(root), "--cache-dir", str(cache),
             "--concurrency", "1", *extra]
 
 
@@ -47,9 +47,10 @@ class Client:
     """An MCP client session over stdio, held open by an event loop in a thread, so that tests
     (which are synchronous) share one server process."""
 
-    def __init__(self, root: Path, cache: Path, log: Path) -> None:
+    def __init__(self, root: Path, cache: Path, log: Path, device: str = "cpu") -> None:
         self.params = StdioServerParameters(command=sys.executable,
-                                            args=server_args(root, cache, "--kernelbench", str(KERNELBENCH)),
+                                            args=server_args(root, cache, "--kernelbench", str(KERNELBENCH),
+                                                             device=device),
                                             env=dict(os.environ))  # the SDK passes only a few variables
         self.log = log.open("a")
         self.loop = asyncio.new_event_loop()
