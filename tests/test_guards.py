@@ -162,7 +162,7 @@ def test_a_lost_kernel_record_is_recorded_again():
     verifier = _Verifier([[], None, [KERNEL]])
     got = verifier._run_candidate(1, "none", {"ops": True, "kernels": True})
     assert got["evidence"]["kernels"] == [KERNEL] and verifier.calls == 3
-    assert "no kernel in 2 call(s)" in verifier.verdict.notes[-1]
+    assert "no kernel in 2 of 3 call(s)" in verifier.verdict.notes[-1]
 
 
 def test_a_forward_that_runs_no_kernel_keeps_its_empty_record():
@@ -182,6 +182,10 @@ def test_calls_without_a_kernel_record_are_made_once():
     verifier = _Verifier([[]])
     verifier._run_candidate(1, "none", {"ops": True, "kernels": False})
     assert verifier.calls == 1 and verifier.verdict.notes == []
+    unrecorded = _Verifier([[]])
+    del unrecorded.replies[0]["evidence"]["kernels"]  # a worker that took no record
+    unrecorded._run_candidate(1, "none", {"ops": True, "kernels": True})
+    assert unrecorded.calls == 1
 
 
 # -- threads and flags ----------------------------------------------------------------------------------

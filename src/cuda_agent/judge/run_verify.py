@@ -94,15 +94,17 @@ class RunVerification:
         A forward that runs nothing on the GPU records nothing every time and is judged on
         that; a profiler that fails every time refuses the solution.
         """
+        lost = 0
         for attempt in range(1, PROFILE_ATTEMPTS + 1):
             got = self._call(self.cand, "run", self.cfg.call_timeout_s,
                              {"input_seed": seed, "transform": transform, "record": record},
                              expect={"output": object, "evidence": dict, "aliases": list})
-            if not record.get("kernels") or got["evidence"].get("kernels", ()):
+            if not (record.get("kernels") and "kernels" in got["evidence"] and not got["evidence"]["kernels"]):
                 break
-        if attempt > 1:
-            self.verdict.notes.append(f"the GPU profiler recorded no kernel in {attempt - 1} call(s) of forward; "
-                                      f"the check used call {attempt}")
+            lost += 1
+        if lost:
+            self.verdict.notes.append(f"the GPU profiler recorded no kernel in {lost} of {attempt} call(s) of "
+                                      f"forward; the check used the last")
         if "kernels" in got["evidence"] and got["evidence"]["kernels"] is None:
             _fail(self.verdict, "runtime_error", f"the GPU profiler failed in {PROFILE_ATTEMPTS} calls of "
                   "forward, so the judge cannot see which kernels ran")
