@@ -11,7 +11,10 @@ with the guards on (its median on less its median off). Target: at most 10%. It 
 the candidate's timed median both ways: the guards that run inside timed calls (the op counter)
 must not move the figure the reward is paid on.
 
-    python benchmarks/guard_overhead.py [--device cuda|cpu] [--repeats 3] [--out results.json]
+    python benchmarks/guard_overhead.py [--device cuda|cpu] [--repeats 3] [--each] [--out results.json]
+
+``--each`` also judges with each guard group off alone (static scan, runtime records, sandbox,
+floor, float64 precision), and prints what each group adds to the guarded judge.
 """
 
 from __future__ import annotations
@@ -40,9 +43,18 @@ from cuda_agent.task import load_task  # noqa: E402
 TARGET = 0.10
 
 
+# Each guard group's settings when it is off; all of them together are the "off" arm.
+GUARDS = {
+    "static scan": {"static_checks": False},
+    "runtime records": {"runtime_checks": False},
+    "sandbox": {"confine_filesystem": False, "drop_privileges": False, "filter_syscalls": False},
+    "floor": {"floor_slack": None},
+    "float64 precision": {"check_precision": False},
+}
+
+
 def guards_off(config: JudgeConfig) -> JudgeConfig:
-    return replace(config, static_checks=False, runtime_checks=False, confine_filesystem=False,
-                   drop_privileges=False, floor_slack=None, filter_syscalls=False, check_precision=False)
+    return replace(config, **{k: v for settings in GUARDS.values() for k, v in settings.items()})
 
 
 def main() -> None:
@@ -50,6 +62,8 @@ def main() -> None:
     parser.add_argument("--device", default=None)
     parser.add_argument("--examples", default="fused_elementwise,rmsnorm,gemm_epilogue")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--each", action="store_true",
+                        help="also judge with each guard group off alone, to cost the groups one by one")
     parser.add_argument("--out", type=Path, default=None, help="JSON output path")
     args = parser.parse_args()
 
@@ -63,15 +77,18 @@ def main() -> None:
         table.add_column(column)
     try:
         on = Judge(JudgeConfig(backend=backend, cache_dir=cache))
-        off = Judge(guards_off(on.config))
+        arms = {"on": on, "off": Judge(guards_off(on.config))}
+        if args.each:
+            arms.update({f"without {group}": Judge(replace(on.config, **settings))
+                         for group, settings in GUARDS.items()})
         for name in args.examples.split(","):
             example = ROOT / "examples" / name
             task, solution = load_task(example / "model.py"), load_solution(example / backend)
-            times: dict[str, list[float]] = {"on": [], "off": []}
-            figure: dict[str, list[float]] = {"on": [], "off": []}
-            stages: dict[str, dict[str, list[float]]] = {"on": {}, "off": {}}
+            times: dict[str, list[float]] = {label: [] for label in arms}
+            figure: dict[str, list[float]] = {label: [] for label in arms}
+            stages: dict[str, dict[str, list[float]]] = {label: {} for label in arms}
             for round_ in range(args.repeats + 1):
-                for label, judge in (("on", on), ("off", off)):
+                for label, judge in arms.items():
                     verdict = judge.judge(task, solution)
                     if not verdict.correct:
                         raise SystemExit(f"{name} ({label}): {verdict.feedback}")
@@ -86,6 +103,9 @@ def main() -> None:
             overhead = (t_on - t_off) / t_on
             medians = {label: {k: statistics.median(v) for k, v in by_stage.items()}
                        for label, by_stage in stages.items()}
+            # Each group's cost: the guarded judge's median less the median without that group.
+            each = {label.removeprefix("without "): t_on - statistics.median(times[label])
+                    for label in arms if label.startswith("without ")}
             # Where the guards' time goes: each stage's median with guards on less its median off.
             added = {k: v - medians["off"].get(k, 0.0) for k, v in medians["on"].items() if k != "total"}
             ms_on = statistics.median(figure["on"]) if figure["on"] else None
@@ -93,11 +113,16 @@ def main() -> None:
             results["examples"][name] = {"on_s": times["on"], "off_s": times["off"], "median_on_s": t_on,
                                          "median_off_s": t_off, "overhead": overhead, "stages_on_s": medians["on"],
                                          "stages_off_s": medians["off"], "stages_added_s": added,
-                                         "candidate_ms_on": figure["on"], "candidate_ms_off": figure["off"]}
+                                         "candidate_ms_on": figure["on"], "candidate_ms_off": figure["off"],
+                                         "seconds_per_group": each, "times_s": times,
+                                         "stages_s": medians}
             shift = f"{ms_on:.4g} / {ms_off:.4g} ({ms_on / ms_off - 1:+.1%})" if ms_on and ms_off else "n/a"
             table.add_row(name, f"{t_on:.2f}", f"{t_off:.2f}", f"{overhead:+.1%}", shift,
                           ", ".join(f"{k} {v:+.2f}" for k, v in sorted(added.items(), key=lambda kv: -abs(kv[1]))
                                     if abs(v) >= 0.01))
+            if each:
+                console.print(f"{name}: seconds each guard group adds (judged without it alone): "
+                              + ", ".join(f"{g} {c:+.2f}" for g, c in sorted(each.items(), key=lambda kv: -kv[1])))
         console.print(table)
         worst = max(r["overhead"] for r in results["examples"].values())
         results["worst_overhead"] = worst
