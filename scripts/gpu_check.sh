@@ -79,8 +79,9 @@ PY
       python3 benchmarks/agent_overhead.py --device cuda --out "$OUT/agent_overhead.json" 2>&1 \
         | tee "$OUT/agent_overhead.txt" || status=1 ;;
     guards)
+      # GUARD_FLAGS=--each also judges with each guard group off alone.
       python3 benchmarks/guard_overhead.py --device cuda --examples "${GUARD_EXAMPLES:-fused_elementwise,rmsnorm,gemm_epilogue}" \
-        --repeats "${GUARD_REPEATS:-3}" --out "$OUT/guard_overhead.json" 2>&1 \
+        --repeats "${GUARD_REPEATS:-3}" ${GUARD_FLAGS:-} --out "$OUT/guard_overhead.json" 2>&1 \
         | tee "$OUT/guard_overhead.txt" || status=1 ;;
     kernelbench)
       # The run's folder (results, verdicts, report, baselines in KernelBench's layout) comes back
