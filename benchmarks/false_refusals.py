@@ -46,7 +46,8 @@ def outcome(verdict) -> str:
         return "withheld" if not verdict.timing_integrity.get("stable", True) else "paid"
     if verdict.status == "runtime_error" and "not credible" in verdict.error:
         return "refused"
-    return f"other: {verdict.status}: {verdict.error.strip().splitlines()[-1][:120] if verdict.error else ''}"
+    last_line = (verdict.error.strip().splitlines() or [""])[-1]  # a traceback's own message
+    return f"other: {verdict.status}: {last_line[:120]}"
 
 
 async def judge_all(pool, task, solution, n: int, feeders: int, deadline: float, log: Path,

@@ -188,12 +188,10 @@ def record_kernels(call: Callable[[], Any]) -> tuple[Any, list[dict[str, Any]] |
         events = prof.events()
     except Exception:  # noqa: BLE001 - the profiler's own failure, not the candidate's
         events = None
+    if not ran:  # the profiler failed before forward ran
+        traced()
     if "error" in ran:
         raise ran["error"]
-    if "result" not in ran:  # the profiler failed before forward ran
-        traced()
-        if "error" in ran:
-            raise ran["error"]
     if events is None:
         return ran["result"], None
     # Kernels that the profiler attached to an ATen op were launched by that op.
