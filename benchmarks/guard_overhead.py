@@ -64,6 +64,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--each", action="store_true",
                         help="also judge with each guard group off alone, to cost the groups one by one")
+    parser.add_argument("--groups", default=",".join(GUARDS),
+                        help="with --each, the groups to judge without, comma-separated (default: all)")
     parser.add_argument("--out", type=Path, default=None, help="JSON output path")
     args = parser.parse_args()
 
@@ -79,8 +81,10 @@ def main() -> None:
         on = Judge(JudgeConfig(backend=backend, cache_dir=cache))
         arms = {"on": on, "off": Judge(guards_off(on.config))}
         if args.each:
-            arms.update({f"without {group}": Judge(replace(on.config, **settings))
-                         for group, settings in GUARDS.items()})
+            picked = [g.strip() for g in args.groups.split(",") if g.strip()]
+            if unknown := [g for g in picked if g not in GUARDS]:
+                parser.error(f"unknown guard group(s) {unknown}; the groups are {list(GUARDS)}")
+            arms.update({f"without {group}": Judge(replace(on.config, **GUARDS[group])) for group in picked})
         for name in args.examples.split(","):
             example = ROOT / "examples" / name
             task, solution = load_task(example / "model.py"), load_solution(example / backend)
@@ -90,6 +94,10 @@ def main() -> None:
             for round_ in range(args.repeats + 1):
                 for label, judge in arms.items():
                     verdict = judge.judge(task, solution)
+                    # One line per judge, so that a run cut short still shows what it measured.
+                    console.print(f"{name} round {round_}{' (warm-up)' if round_ == 0 else ''} {label}: "
+                                  f"{verdict.seconds.get('total', 0.0):.2f} s "
+                                  + " ".join(f"{k} {v:.2f}" for k, v in verdict.seconds.items() if k != "total"))
                     if not verdict.correct:
                         raise SystemExit(f"{name} ({label}): {verdict.feedback}")
                     if round_ == 0:
