@@ -38,7 +38,7 @@ for part in $parts; do
   case $part in
     tests)
       # GPU_TESTS picks paths (default: all); -v so that a run cut short still says which test failed.
-      python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -o addopts="" --junitxml="$OUT/gpu-tests.xml" ${GPU_TESTS:-tests} 2>&1 \
+      python3 -m pytest -m gpu -v -rfEs -p no:cacheprovider -o addopts="" --junitxml="$OUT/gpu-tests.xml" ${GPU_TESTS:-tests} 2>&1 \
         | tee "$OUT/gpu-tests.log" || status=1 ;;
     examples)
       for ex in examples/*/; do
