@@ -9,6 +9,9 @@
 #                       (docs/training.md lists the wheels and how to download them)
 #   SITE=DIR            where those wheels are installed (default: a temporary folder)
 #   SKIP_THROUGHPUT=1   leave out the throughput benchmark
+#   SKIP_TESTS=1        leave out the training GPU tests
+#   GRPO_STEPS=N        the demo's GRPO steps (default 16)
+#   DEMO_TIMEOUT=S, THROUGHPUT_TIMEOUT=S   seconds each part may take (default 1800)
 #
 # Exits non-zero if any part failed.
 set -uo pipefail
@@ -33,21 +36,24 @@ status=0
 } 2>&1 | tee "$OUT/train-device.txt"
 
 started=$(date +%s)
-timeout 1800 python3 -m cuda_agent.cli train demo --device cuda --out "$OUT/train-demo" 2>&1 \
+timeout "${DEMO_TIMEOUT:-1800}" python3 -m cuda_agent.cli train demo --device cuda --grpo-steps "${GRPO_STEPS:-16}" \
+  --out "$OUT/train-demo" 2>&1 \
   | grep -v "^{'loss'" | tee "$OUT/train-demo.txt" || status=1
 echo "demo: $(( $(date +%s) - started )) s" | tee -a "$OUT/train-demo.txt"
 cp "$OUT/train-demo/demo.json" "$OUT/train-demo/reward_curve.png" "$OUT/" 2>/dev/null
 
 if [ "${SKIP_THROUGHPUT:-0}" != 1 ]; then
-  timeout 1800 python3 benchmarks/train_throughput.py --device cuda --steps 1 --prompts 1 --concurrency 1,4,16 \
+  timeout "${THROUGHPUT_TIMEOUT:-1800}" python3 benchmarks/train_throughput.py --device cuda --steps 1 --prompts 1 --concurrency 1,4,16 \
     --demo "$OUT/train-demo" --work "$WORK/train-throughput" --out "$OUT/train_throughput.json" 2>&1 \
     | tee "$OUT/train_throughput.txt" || status=1
 else
   echo "throughput benchmark skipped (SKIP_THROUGHPUT=1)" | tee "$OUT/train_throughput.txt"
 fi
 
-timeout 1800 python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests/train 2>&1 \
-  | tee "$OUT/train-gpu-tests.log" || status=1
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  timeout 1800 python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests/train 2>&1 \
+    | tee "$OUT/train-gpu-tests.log" || status=1
+fi
 
 # keep the results folder small: the models, expert runs and workspaces are not results
 rm -rf "$OUT/train-demo/models" "$OUT/train-demo/experts" "$OUT/train-demo/agent/"*/*/workspace "$WORK"
