@@ -4,7 +4,7 @@
 # the training GPU tests. Each part's output goes to $OUT (default ./gpu-results).
 #
 #   OUT=DIR             where the results go
-#   WHEELS=DIR          a folder of wheels to install first, offline (default .whl, if it exists):
+#   WHEELS=DIR          a folder of wheels to install first, offline (default: every .whl* folder):
 #                       for a machine without TRL and datasets and without a network
 #                       (docs/training.md lists the wheels and how to download them)
 #   SITE=DIR            where those wheels are installed (default: a temporary folder)
@@ -17,11 +17,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-results}
-WHEELS=${WHEELS:-.whl}
 mkdir -p "$OUT"
-if compgen -G "$WHEELS/*.whl" > /dev/null; then
+wheels=$(compgen -G "${WHEELS:-.whl*}/*.whl")
+if [ -n "$wheels" ]; then
   SITE=${SITE:-$(mktemp -d)}
-  python3 -m pip install --quiet --no-index --no-deps --target "$SITE" "$WHEELS"/*.whl 2>&1 | tail -2
+  python3 -m pip install --quiet --no-index --no-deps --target "$SITE" $wheels 2>&1 | tail -2
   export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 TRL_EXPERIMENTAL_SILENCE=1
