@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from cuda_agent.judge.correctness import (PRECISION_FLOOR, allowed_float32_error, float32_errors,
-                                          precision_report)
+                                          float64_residuals, precision_report)
 from cuda_agent.solution import load_solution
 from cuda_agent.task import load_task
 
@@ -39,7 +39,7 @@ def test_float32_in_another_summation_order_is_not_reduced(gemm):
     a, b, exact = gemm
     reference = a @ b
     split_k = sum(a[:, k:k + 64] @ b[k:k + 64] for k in range(0, 512, 64))  # another order
-    errors = float32_errors(split_k, reference, exact)
+    errors = float32_errors(split_k, reference, float64_residuals(reference, exact))
     assert errors is not None
     assert errors[0] < allowed_float32_error(errors[1])
     assert precision_report([errors])["reduced"] is False
@@ -51,14 +51,68 @@ def test_tf32_and_bf16_arithmetic_are_reduced(gemm, bits):
     reduced = round_mantissa(a, bits) @ round_mantissa(b, bits)
     # Well inside the judge's normwise tolerance of 1e-2:
     assert float((reduced - a @ b).norm() / (a @ b).norm()) < 1e-2
-    errors = float32_errors(reduced, a @ b, exact)
+    errors = float32_errors(reduced, a @ b, float64_residuals(a @ b, exact))
     assert errors[0] > allowed_float32_error(errors[1]) >= PRECISION_FLOOR
     assert precision_report([errors])["reduced"] is True
 
 
+def direct_errors(candidate: torch.Tensor, reference: torch.Tensor, exact: torch.Tensor) -> tuple[float, float]:
+    """The errors computed the plain way, everything widened to float64 in one place."""
+    finite = torch.isfinite(exact)
+    e = exact[finite]
+    norm = float(e.norm())
+    return (float((candidate.double()[finite] - e).norm()) / norm,
+            float((reference.double()[finite] - e).norm()) / norm)
+
+
+@pytest.mark.parametrize("bits", [23, 10, 7], ids=["fp32", "tf32", "bf16"])
+def test_errors_from_residuals_match_the_plain_float64_computation(gemm, bits):
+    a, b, exact = gemm
+    reference = a @ b
+    candidate = round_mantissa(a, bits) @ round_mantissa(b, bits) if bits < 23 else \
+        sum(a[:, k:k + 64] @ b[k:k + 64] for k in range(0, 512, 64))
+    got = float32_errors(candidate, reference, float64_residuals(reference, exact))
+    want = direct_errors(candidate, reference, exact)
+    assert got == pytest.approx(want, rel=1e-4)
+
+
+def test_places_where_the_float64_run_is_not_finite_are_left_out(gemm):
+    a, b, exact = gemm
+    exact = exact.clone()
+    exact[0, :5] = float("inf")
+    exact[1, 0] = float("nan")
+    reference = a @ b
+    candidate = round_mantissa(a, 10) @ round_mantissa(b, 10)
+    residuals = float64_residuals(reference, exact)
+    assert torch.isnan(residuals["residuals"][0][0, :5]).all() and residuals["residuals"][0].dtype == torch.float32
+    got = float32_errors(candidate, reference, residuals)
+    assert got == pytest.approx(direct_errors(candidate, reference, exact), rel=1e-4)
+
+
+def test_several_outputs_are_judged_together_and_others_skipped(gemm):
+    a, b, exact = gemm
+    reference = (a @ b, torch.arange(3), (a @ b).sum(0))
+    exacts = (exact, torch.arange(3), exact.sum(0))
+    reduced = round_mantissa(a, 7) @ round_mantissa(b, 7)
+    residuals = float64_residuals(reference, exacts)
+    assert residuals["residuals"][1] is None
+    errors = float32_errors((reduced, torch.arange(3), reduced.sum(0)), reference, residuals)
+    assert precision_report([errors])["reduced"] is True
+    assert precision_report([float32_errors(reference, reference, residuals)])["reduced"] is False
+
+
+@pytest.mark.parametrize("residuals", [None, [], {}, {"residuals": "x"}, {"residuals": [None]},
+                                       {"residuals": [torch.zeros(2)], "reference_sq": 0.0, "norm_sq": 1.0},
+                                       {"residuals": [torch.zeros(3)], "reference_sq": "0", "norm_sq": 1.0},
+                                       {"residuals": [torch.zeros(3)], "reference_sq": 0.0, "norm_sq": 0.0}])
+def test_malformed_residuals_judge_nothing(residuals):
+    x = torch.ones(3)
+    assert float32_errors(x, x, residuals) is None
+
+
 def test_outputs_without_float32_are_not_judged():
     x = torch.arange(6)
-    assert float32_errors(x, x, x.double()) is None
+    assert float32_errors(x, x, float64_residuals(x, x.double())) is None
     assert precision_report([]) == {}
 
 
@@ -98,6 +152,30 @@ def test_a_kernel_that_computes_in_tf32_is_paid_no_speedup(cpu_judge, fixtures_d
     assert verdict.reward == 1
     assert any("less precision" in note for note in verdict.notes)
     assert "less precision" in verdict.feedback
+
+
+@pytest.mark.slow
+def test_a_kernel_exact_while_verified_and_tf32_once_timed_is_paid_no_speedup(cpu_judge, fixtures_dir, tmp_path):
+    """The verify checks see float32; every call after them (the timed ones) rounds to TF32. The
+    rechecks of timed calls measure precision too, so the switch is seen."""
+    root = tmp_path / "tf32-once-timed"
+    shutil.copytree(fixtures_dir / "solutions" / "cpu" / "correct", root)
+    kernel = root / "kernels" / "scale_bias_relu.cpp"
+    source = kernel.read_text().replace("#include <cstdint>\n", "#include <cstdint>\n" + ROUNDING)
+    source = source.replace("int64_t rows, int64_t cols, float scale) {\n",
+                            "int64_t rows, int64_t cols, float scale) {\n"
+                            "    static int64_t launches = 0;\n"
+                            f"    const bool timed = ++launches > {cpu_judge.config.num_checks};\n")
+    source = source.replace("xr[c] * scale + bias[c]", "(timed ? to_tf32_precision(xr[c]) : xr[c]) * scale + bias[c]")
+    assert "static int64_t launches" in source and "timed ?" in source
+    kernel.write_text(source)
+    task = load_task(fixtures_dir / "tasks" / "scale_bias_relu.py")
+    verified = cpu_judge.evaluate(task, load_solution(root), stage="verify")
+    assert verified.status == "ok" and verified.precision["reduced"] is False, verified.precision  # exact there
+    verdict = cpu_judge.evaluate(task, load_solution(root), stage="profile")
+    assert verdict.status == "ok" and verdict.correct, verdict.error
+    assert verdict.precision["reduced"] is True, verdict.precision
+    assert verdict.reward == 1 and "less precision" in verdict.feedback
 
 
 CUDA_ROUNDING = '''

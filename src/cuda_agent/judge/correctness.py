@@ -206,26 +206,56 @@ def _float_leaves(value: Any) -> list:
     return []
 
 
-def float32_errors(candidate: Any, reference: Any, exact: Any) -> tuple[float, float] | None:
-    """Normwise relative errors, against ``exact`` (the reference run in float64), of the
-    candidate's and of the reference's own float32 outputs: (candidate's, reference's). None
-    when there are no float32 outputs to judge or the structures differ."""
-    cands, refs, exacts = _float_leaves(candidate), _float_leaves(reference), _float_leaves(exact)
-    if not (len(cands) == len(refs) == len(exacts)):
+def float64_residuals(reference: Any, exact: Any) -> dict[str, Any] | None:
+    """What the judge needs of ``exact`` (the reference run in float64) to measure float32 errors,
+    computed in the reference's process, where both outputs live (on the GPU for the cuda
+    backend): for each float32 output its residual ``reference - exact`` as float32 (NaN where
+    ``exact`` is not finite; None for an output that is not float32), and, in float64 over the
+    finite places, the reference's own squared error and the squared norm of ``exact``. Half the
+    bytes of ``exact`` cross to the judge, and the judge's part stays in float32. None when the
+    structures differ."""
+    refs, exacts = _float_leaves(reference), _float_leaves(exact)
+    if len(refs) != len(exacts):
         return None
-    cand_sq = ref_sq = norm_sq = 0.0
-    for c, r, e in zip(cands, refs, exacts):
-        if r.dtype != torch.float32 or c.shape != r.shape or e.shape != r.shape:
+    residuals: list[torch.Tensor | None] = []
+    reference_sq = norm_sq = 0.0
+    for r, e in zip(refs, exacts):
+        if r.dtype != torch.float32 or e.shape != r.shape:
+            residuals.append(None)
             continue
-        e64 = e.detach().reshape(-1).to("cpu", torch.float64)
-        finite = torch.isfinite(e64)
-        e64 = e64[finite]
-        cand_sq += float(((c.detach().reshape(-1).to("cpu", torch.float64)[finite] - e64) ** 2).sum())
-        ref_sq += float(((r.detach().reshape(-1).to("cpu", torch.float64)[finite] - e64) ** 2).sum())
-        norm_sq += float((e64 ** 2).sum())
-    if norm_sq == 0.0 or not math.isfinite(cand_sq + ref_sq + norm_sq):
+        e = e.detach().to(torch.float64)
+        finite = torch.isfinite(e)
+        d = torch.where(finite, r.detach().to(torch.float64) - e, 0.0)
+        reference_sq += float(d.square().sum())
+        norm_sq += float(torch.where(finite, e, 0.0).square().sum())
+        residuals.append(d.to(torch.float32).masked_fill(~finite, math.nan))
+    return {"residuals": residuals, "reference_sq": reference_sq, "norm_sq": norm_sq}
+
+
+def float32_errors(candidate: Any, reference: Any, residuals: dict[str, Any]) -> tuple[float, float] | None:
+    """Normwise relative errors, against the reference run in float64, of the candidate's and of
+    the reference's own float32 outputs: (candidate's, reference's). ``residuals`` is
+    ``float64_residuals(reference, exact)``. The candidate's error is ``(c - r) + (r - exact)``:
+    for outputs that passed the tolerance, ``c - r`` is exact in float32 and the residual is the
+    reference's own small error, so float32 holds the sum to far better than the bound needs.
+    None when there are no float32 outputs to judge or the structures differ."""
+    cands, refs = _float_leaves(candidate), _float_leaves(reference)
+    ds = residuals.get("residuals") if isinstance(residuals, dict) else None
+    if not isinstance(ds, list) or not (len(cands) == len(refs) == len(ds)):
         return None
-    return math.sqrt(cand_sq / norm_sq), math.sqrt(ref_sq / norm_sq)
+    cand_sq = 0.0
+    judged = False
+    for c, r, d in zip(cands, refs, ds):
+        if not isinstance(d, torch.Tensor) or r.dtype != torch.float32 or not (c.shape == r.shape == d.shape):
+            continue
+        error = (c.detach().to(torch.float32) - r.detach()).add_(d.to(torch.float32))
+        cand_sq += float(torch.nansum(error.square_(), dtype=torch.float64))
+        judged = True
+    reference_sq, norm_sq = residuals.get("reference_sq"), residuals.get("norm_sq")
+    if not judged or not isinstance(reference_sq, float) or not isinstance(norm_sq, float) or norm_sq <= 0.0 \
+            or not math.isfinite(cand_sq + reference_sq + norm_sq):
+        return None
+    return math.sqrt(cand_sq / norm_sq), math.sqrt(reference_sq / norm_sq)
 
 
 def allowed_float32_error(reference_error: float) -> float:

@@ -324,6 +324,7 @@ class _Run(RunWorkers, RunVerification, RunTiming):
         self.device_info: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.weight_seed: int | None = None
+        self.precision_errors: list[tuple[float, float]] = []  # (candidate's, reference's), per call checked
 
     def __enter__(self) -> "_Run":
         return self

@@ -268,11 +268,14 @@ class RunTiming:
             self._worker_failed("candidate", WorkerError("runtime_error", "the candidate returned the wrong "
                                                          "number of kept outputs"))
         for pick, output in zip(picks, got):
-            expected = self._call(self.ref, "run", cfg.call_timeout_s, {"input_seed": seeds[pick]},
-                                  expect={"output": object})["output"]
-            check = compare_outputs(output, expected, pick, cfg.atol, cfg.rtol, phase="timing",
+            expected = self._call(self.ref, "run", cfg.call_timeout_s,
+                                  {"input_seed": seeds[pick], "float64": cfg.check_precision},
+                                  expect={"output": object})
+            check = compare_outputs(output, expected["output"], pick, cfg.atol, cfg.rtol, phase="timing",
                                     norm_rtol=cfg.norm_rtol)
             self.verdict.checks.append(check)
             if not check.passed:
                 self.verdict.timings["candidate"] = None
                 _fail(self.verdict, "incorrect", f"timed call {pick + 1}: {check.message}")
+            self._add_precision(output, expected)
+        self._report_precision()
