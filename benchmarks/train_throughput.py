@@ -118,7 +118,12 @@ def main() -> None:
         run = DemoRun(args.demo or work / "demo", pool, settings, say=lambda m: console.print(f"[dim]{m}[/]"))
         policy = run.rft_model()
         warm_cache(run, work)
-        rows = [measure(policy, run, int(c), args.steps, work, args.device) for c in args.concurrency.split(",")]
+        rows = []
+        for c in args.concurrency.split(","):
+            rows.append(row := measure(policy, run, int(c), args.steps, work, args.device))
+            console.print(f"concurrency {row['concurrency']}: {row['rollouts_per_min']:.1f} rollouts/min, "
+                          f"judge wait {100 * row['judge_wait_share']:.0f}% of {row['step_seconds']:.1f} s")
+            write(args.out, args.device, settings, rows)  # after every row: a run cut short keeps its rows
     table = Table(title=f"GRPO against the judge ({args.device}): {settings.prompts_per_step} prompts x "
                         f"{settings.generations} samples per step")
     for column in ("concurrency", "rollouts/min", "judge calls/min", "judge wait share", "mean judge s", "steps"):
@@ -127,9 +132,12 @@ def main() -> None:
         table.add_row(str(r["concurrency"]), f"{r['rollouts_per_min']:.1f}", f"{r['judge_calls_per_min']:.1f}",
                       f"{100 * r['judge_wait_share']:.0f}%", f"{r['mean_judge_s']:.2f}", str(r["steps"]))
     Console().print(table)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"device": args.device, "settings": settings.__dict__, "results": rows}, indent=2))
     console.print(f"written to {args.out}")
+
+
+def write(out: Path, device: str, settings: DemoSettings, rows: list[dict]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"device": device, "settings": settings.__dict__, "results": rows}, indent=2))
 
 
 if __name__ == "__main__":

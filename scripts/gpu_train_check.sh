@@ -10,6 +10,7 @@
 #   SITE=DIR            where those wheels are installed (default: a temporary folder)
 #   SKIP_THROUGHPUT=1   leave out the throughput benchmark
 #   SKIP_TESTS=1        leave out the training GPU tests
+#   SKIP_DEMO=1         leave out the demo (the throughput benchmark then trains its own RFT model)
 #   GRPO_STEPS=N        the demo's GRPO steps (default 16)
 #   DEMO_TIMEOUT=S, THROUGHPUT_TIMEOUT=S   seconds each part may take (default 1800)
 #
@@ -36,7 +37,7 @@ status=0
 } 2>&1 | tee "$OUT/train-device.txt"
 
 started=$(date +%s)
-timeout "${DEMO_TIMEOUT:-1800}" python3 -m cuda_agent.cli train demo --device cuda --grpo-steps "${GRPO_STEPS:-16}" \
+[ "${SKIP_DEMO:-0}" = 1 ] || timeout "${DEMO_TIMEOUT:-1800}" python3 -m cuda_agent.cli train demo --device cuda --grpo-steps "${GRPO_STEPS:-16}" \
   --out "$OUT/train-demo" 2>&1 \
   | grep -v "^{'loss'" | tee "$OUT/train-demo.txt" || status=1
 echo "demo: $(( $(date +%s) - started )) s" | tee -a "$OUT/train-demo.txt"
@@ -44,7 +45,7 @@ cp "$OUT/train-demo/demo.json" "$OUT/train-demo/reward_curve.png" "$OUT/" 2>/dev
 
 if [ "${SKIP_THROUGHPUT:-0}" != 1 ]; then
   timeout "${THROUGHPUT_TIMEOUT:-1800}" python3 benchmarks/train_throughput.py --device cuda --steps 1 --prompts 1 --concurrency 1,4,16 \
-    --demo "$OUT/train-demo" --work "$WORK/train-throughput" --out "$OUT/train_throughput.json" 2>&1 \
+    $([ "${SKIP_DEMO:-0}" = 1 ] || echo --demo "$OUT/train-demo") --work "$WORK/train-throughput" --out "$OUT/train_throughput.json" 2>&1 \
     | tee "$OUT/train_throughput.txt" || status=1
 else
   echo "throughput benchmark skipped (SKIP_THROUGHPUT=1)" | tee "$OUT/train_throughput.txt"
