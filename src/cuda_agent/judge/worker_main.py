@@ -513,10 +513,10 @@ class Worker:
             evidence["flags_after"] = recording.numerics_flags()
             reply["evidence"] = evidence
         if self.role == "reference" and msg.get("float64"):
-            from .correctness import float64_residuals
+            from .correctness import float64_norms
 
             exact = self._float64_output(msg["input_seed"], transform)
-            reply["float64"] = None if exact is None else float64_residuals(output, exact)
+            reply["float64"] = None if exact is None else float64_norms(output, exact)
         if msg.get("audit"):
             reply["identity_passes"] = self._identity_passes(inputs, output, msg.get("tolerance", (1e-2, 1e-2)))
         return reply
