@@ -240,3 +240,42 @@ def test_reduced_precision_dtypes_get_their_documented_floor():
     cand = ref + 0.045  # 1.5% off: within bfloat16's 2e-2, outside float32's 1e-2
     assert check(cand, ref).passed
     assert not check(cand.float(), ref.float()).passed
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.complex64])
+def test_a_comparison_in_chunks_says_what_one_in_a_single_pass_says(monkeypatch, dtype):
+    """Chunks bound the host memory of a comparison; where the outputs agree or which value is
+    worst must not depend on where the chunks fall."""
+    generator = torch.Generator().manual_seed(3)
+    ref = torch.randn(37, 29, generator=generator).to(dtype)
+    cand = ref + (1e-4 * torch.randn(37, 29, generator=generator)).to(dtype)
+    cand[5, 3] += 0.5  # off in one chunk
+    cand[30, 7] += 2.0  # the worst, in a later one
+    if not dtype.is_complex:
+        ref[10, 10] = cand[10, 10] = float("inf")  # a matched non-finite value
+        cand[20, 1] = float("nan")  # a NaN where the reference is finite
+    import cuda_agent.judge.correctness as correctness
+
+    whole = compare_outputs(cand, ref, 0, 1e-2, 1e-2)
+    for chunk in (1, 7, 64, 1000):
+        monkeypatch.setattr(correctness, "CHUNK_ELEMENTS", chunk)
+        chunked = compare_outputs(cand, ref, 0, 1e-2, 1e-2)
+        assert (chunked.passed, chunked.mismatched, chunked.worst, chunked.message) == \
+            (whole.passed, whole.mismatched, whole.worst, whole.message)
+        assert chunked.max_abs_error == whole.max_abs_error and chunked.max_rel_error == whole.max_rel_error
+        assert chunked.norm_rel_error == pytest.approx(whole.norm_rel_error, rel=1e-12)
+    # a NaN where the reference is finite is the worst of all; else the largest excess
+    assert not whole.passed and whole.worst == ("output[30, 7]" if dtype.is_complex else "output[20, 1]")
+    assert whole.mismatched == (2 if dtype.is_complex else 3)
+
+
+def test_a_small_error_over_chunks_fails_the_norm_test_as_it_does_whole(monkeypatch):
+    import cuda_agent.judge.correctness as correctness
+
+    ref = torch.full((1000,), 1e-4)
+    cand = torch.zeros(1000)  # every value within atol, the output as a whole wrong
+    whole = compare_outputs(cand, ref, 0, 1e-2, 1e-2)
+    monkeypatch.setattr(correctness, "CHUNK_ELEMENTS", 33)
+    chunked = compare_outputs(cand, ref, 0, 1e-2, 1e-2)
+    assert not whole.passed and (chunked.passed, chunked.message) == (whole.passed, whole.message)
+    assert "L2 norm" in chunked.message

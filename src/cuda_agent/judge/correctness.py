@@ -7,7 +7,8 @@ Structure, type, shape and dtype must match exactly. A floating tensor passes wh
 
 The second test is what makes a tolerance mean something for small outputs: a softmax over a
 wide row has values far below any absolute tolerance, so zeros would pass the first test alone,
-never the second. Both are computed in float64. Where the reference is NaN or infinite the
+never the second. Both are computed in float64, a chunk of the output at a time so that host
+memory stays bounded whatever the output's size. Where the reference is NaN or infinite the
 candidate must have the same non-finite value; a non-finite candidate value where the reference
 is finite always fails: NaN is never a wildcard. Integer and boolean outputs must match exactly.
 
@@ -24,6 +25,8 @@ from typing import Any
 
 import torch
 
+# Floating outputs are compared this many elements at a time (float64 temporaries of 32 MB each).
+CHUNK_ELEMENTS = 1 << 22
 EXACT_DTYPES = (torch.bool, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 # The loosest tolerance each reduced-precision dtype gets, whatever is configured.
 DTYPE_FLOORS = {torch.float16: 1e-2, torch.bfloat16: 2e-2, torch.complex32: 1e-2}
@@ -104,26 +107,40 @@ def _compare_tensor(cand: torch.Tensor, ref: torch.Tensor, where: str, atol: flo
         return
 
     atol, rtol = tolerance_for(ref.dtype, atol, rtol)
-    c = cand.reshape(-1).to(torch.complex128 if cand.is_complex() else torch.float64)
-    r = ref.reshape(-1).to(c.dtype)
-    ref_finite = torch.isfinite(r)
-    cand_finite = torch.isfinite(c)
-    # Non-finite reference values must be reproduced exactly (same NaN / same signed infinity).
-    nonfinite_ok = (~ref_finite) & ((torch.isnan(r) & torch.isnan(c)) | (r == c))
-    cand_bad_nonfinite = ref_finite & ~cand_finite
-    diff = torch.where(ref_finite & cand_finite, (c - r).abs(), torch.zeros((), dtype=torch.float64))
-    allowed = atol + rtol * torch.where(ref_finite, r.abs(), torch.zeros((), dtype=torch.float64))
-    bad = (ref_finite & (cand_bad_nonfinite | (diff > allowed))) | (~ref_finite & ~nonfinite_ok)
-    count = int(bad.sum())
-    if ref_finite.any():
-        finite_diff = diff[ref_finite & cand_finite]
-        if finite_diff.numel():
+    wide = torch.complex128 if cand.is_complex() else torch.float64
+    cand_flat, ref_flat = cand.reshape(-1), ref.reshape(-1)
+    count = n_nonfinite = 0
+    ref_norm = err_norm = 0.0
+    worst: tuple[float, int, Any, Any] | None = None  # (excess over the tolerance, flat index, got, want)
+    # In chunks: the float64 temporaries stay a few hundred MB whatever the output's size.
+    for start in range(0, n, CHUNK_ELEMENTS):
+        c = cand_flat[start:start + CHUNK_ELEMENTS].to(wide)
+        r = ref_flat[start:start + CHUNK_ELEMENTS].to(wide)
+        ref_finite = torch.isfinite(r)
+        cand_finite = torch.isfinite(c)
+        # Non-finite reference values must be reproduced exactly (same NaN / same signed infinity).
+        nonfinite_ok = (~ref_finite) & ((torch.isnan(r) & torch.isnan(c)) | (r == c))
+        cand_bad_nonfinite = ref_finite & ~cand_finite
+        both = ref_finite & cand_finite
+        diff = torch.where(both, (c - r).abs(), torch.zeros((), dtype=torch.float64))
+        allowed = atol + rtol * torch.where(ref_finite, r.abs(), torch.zeros((), dtype=torch.float64))
+        bad = (ref_finite & (cand_bad_nonfinite | (diff > allowed))) | (~ref_finite & ~nonfinite_ok)
+        if both.any():
+            finite_diff = diff[both]
             tally.max_abs = max(tally.max_abs, float(finite_diff.max()))
-            rel = finite_diff / r[ref_finite & cand_finite].abs().clamp_min(1e-12)
+            rel = finite_diff / r[both].abs().clamp_min(1e-12)
             tally.max_rel = max(tally.max_rel, float(rel.max()))
-    both = ref_finite & cand_finite
-    ref_norm = float(torch.linalg.vector_norm(r[both])) if both.any() else 0.0
-    err_norm = float(torch.linalg.vector_norm(diff[both])) if both.any() else 0.0
+            ref_norm = math.hypot(ref_norm, float(torch.linalg.vector_norm(r[both])))
+            err_norm = math.hypot(err_norm, float(torch.linalg.vector_norm(finite_diff)))
+        chunk_bad = int(bad.sum())
+        if chunk_bad:
+            count += chunk_bad
+            n_nonfinite += int(cand_bad_nonfinite.sum())
+            excess = torch.where(bad, diff - allowed + cand_bad_nonfinite.double() * 1e300,
+                                 torch.full_like(diff, -1e308))
+            local = int(excess.argmax())
+            if worst is None or float(excess[local]) > worst[0]:
+                worst = (float(excess[local]), start + local, c[local].item(), r[local].item())
     if ref_norm > 0:
         norm_rel = err_norm / ref_norm
         tally.norm_rel = max(tally.norm_rel, norm_rel)
@@ -134,16 +151,13 @@ def _compare_tensor(cand: torch.Tensor, ref: torch.Tensor, where: str, atol: flo
                        "are small, so this is not a match")
     if count:
         tally.mismatched += count
-        excess = torch.where(bad, diff - allowed + cand_bad_nonfinite.double() * 1e300, torch.full_like(diff, -1e308))
-        worst_flat = int(excess.argmax())
-        if float(excess[worst_flat]) > tally.worst_excess:
-            tally.worst_excess = float(excess[worst_flat])
+        excess_value, worst_flat, got, want = worst
+        if excess_value > tally.worst_excess:
+            tally.worst_excess = excess_value
             idx = _index_str(worst_flat, tuple(ref.shape))
             tally.worst = f"{where}{idx}"
-            got, want = c[worst_flat].item(), r[worst_flat].item()
             tally.fail(f"{where}: {count} of {n} values outside atol={atol:g}, rtol={rtol:g}; worst at "
                        f"{where}{idx}: got {got:.6g}, expected {want:.6g}")
-        n_nonfinite = int(cand_bad_nonfinite.sum())
         if n_nonfinite:
             tally.problem = (f"{where}: {n_nonfinite} NaN/Inf values where the reference is finite; "
                              + tally.problem)
