@@ -70,7 +70,8 @@ async def judge_all(pool, task, solution, n: int, feeders: int, deadline: float,
                 fh.write(json.dumps({"outcome": outcome(verdict), "reward": verdict.reward,
                                      "candidate_ms": stats.median_ms if stats else None,
                                      "stage": verdict.stage, "error": verdict.error,
-                                     "details": verdict.details[-4000:] if verdict.details else ""}) + "\n")
+                                     "details": verdict.details[-4000:] if verdict.details else "",
+                                     "notes": list(verdict.notes)}) + "\n")  # e.g. a kernel record taken again
             progress.advance(bar)
 
     await asyncio.gather(*(feeder() for _ in range(feeders)))
