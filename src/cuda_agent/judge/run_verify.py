@@ -58,7 +58,6 @@ class RunVerification:
                 v.checks.append(aliased)
             if v.checks[-1].passed:
                 self._add_precision(got["output"], ref)
-            if v.checks[-1].passed:
                 left = self._call(self.cand, "inputs", cfg.call_timeout_s,
                                   {"digest_key": key, "return_inputs": changed},
                                   expect={"inputs_after": list, "inputs": dict})
@@ -80,8 +79,8 @@ class RunVerification:
     # Every check and every recheck of a timed call is measured, so a solution cannot compute in
     # float32 while it is verified and in TF32 once it is timed.
     def _add_precision(self, output: Any, ref: dict) -> None:
-        if (residuals := ref.get("float64")) is not None:
-            if errors := float32_errors(output, ref["output"], residuals):
+        if (norms := ref.get("float64")) is not None:
+            if errors := float32_errors(output, ref["output"], norms):
                 self.precision_errors.append(errors)
 
     def _report_precision(self) -> None:
