@@ -79,6 +79,18 @@ def test_the_measured_error_is_within_the_references_own_of_the_float64_one(gemm
         assert got[0] == pytest.approx(true_error, rel=1e-3)
 
 
+@pytest.mark.parametrize("scale", [1e-21, 1.0, 1e22])
+def test_errors_of_very_small_and_very_large_outputs_are_measured(scale):
+    """Squares of float32 values are taken in float64, where they neither underflow nor overflow."""
+    generator = torch.Generator().manual_seed(1)
+    exact = torch.randn(1000, generator=generator, dtype=torch.float64) * scale
+    reference = exact.float()
+    tf32 = (exact * (1 + 1e-3 * torch.randn(1000, generator=generator, dtype=torch.float64))).float()
+    errors = float32_errors(tf32, reference, float64_norms(reference, exact))
+    assert errors is not None and errors[0] == pytest.approx(direct_errors(tf32, reference, exact)[0], rel=1e-3)
+    assert precision_report([errors])["reduced"] is True
+
+
 def test_places_where_the_float64_run_is_not_finite_are_left_out(gemm):
     a, b, exact = gemm
     exact = exact.clone()
@@ -175,6 +187,46 @@ def test_a_kernel_exact_while_verified_and_tf32_once_timed_is_paid_no_speedup(cp
     assert verdict.status == "ok" and verdict.correct, verdict.error
     assert verdict.precision["reduced"] is True, verdict.precision
     assert verdict.reward == 1 and "less precision" in verdict.feedback
+
+
+def _task_failing_in_float64(fixtures_dir, error: str):
+    """The fixture task, whose forward raises ``error`` when it runs in float64 (the judge's
+    yardstick run) and computes as before in float32."""
+    from cuda_agent.task import task_from_source
+
+    source = (fixtures_dir / "tasks" / "scale_bias_relu.py").read_text()
+    source = source.replace("    def forward(self, x):\n",
+                            "    def forward(self, x):\n"
+                            f"        if x.dtype == torch.float64:\n            raise {error}\n")
+    assert f"raise {error}" in source
+    return task_from_source(source, name="scale_bias_relu", origin="tests")
+
+
+@pytest.mark.slow
+def test_precision_the_reference_could_not_measure_for_lack_of_memory_is_not_paid(cpu_judge, fixtures_dir):
+    """A candidate that holds memory must not switch the check off: a float64 run that runs out
+    of memory (twice) leaves the precision unmeasured, and unmeasured precision earns no speedup."""
+    task = _task_failing_in_float64(fixtures_dir, 'MemoryError("no room for the float64 copy")')
+    verdict = cpu_judge.evaluate(task, load_solution(fixtures_dir / "solutions" / "cpu" / "correct"), stage="profile")
+    assert verdict.status == "ok" and verdict.correct, verdict.error
+    assert verdict.precision["unmeasured"] == "the reference's float64 run ran out of memory", verdict.precision
+    assert verdict.timings["candidate"] is not None and verdict.reward == 1
+    assert "its precision could not be measured" in verdict.feedback
+
+
+@pytest.mark.slow
+def test_a_reference_that_cannot_run_in_float64_is_not_checked(cpu_judge, fixtures_dir):
+    task = _task_failing_in_float64(fixtures_dir, 'TypeError("no float64 kernel for this op")')
+    verdict = cpu_judge.evaluate(task, load_solution(fixtures_dir / "solutions" / "cpu" / "correct"), stage="verify")
+    assert verdict.status == "ok" and verdict.correct, verdict.error
+    assert verdict.precision == {}
+    assert not any("precision" in note for note in verdict.notes)
+
+
+def test_a_report_with_an_unmeasured_call_says_why():
+    report = precision_report([(1e-7, 1e-7)], "the reference's float64 run ran out of memory")
+    assert report["unmeasured"] == "the reference's float64 run ran out of memory" and report["reduced"] is False
+    assert precision_report([], "out of memory") == {"unmeasured": "out of memory"}
 
 
 CUDA_ROUNDING = '''

@@ -233,10 +233,13 @@ def float64_norms(reference: Any, exact: Any) -> dict[str, float] | None:
     for r, e in zip(refs, exacts):
         if r.dtype != torch.float32 or e.shape != r.shape:
             continue
-        e = e.detach().to(torch.float64)
-        finite = torch.isfinite(e)
-        reference_sq += float(torch.where(finite, r.detach().to(torch.float64) - e, 0.0).square().sum())
-        norm_sq += float(torch.where(finite, e, 0.0).square().sum())
+        r_flat, e_flat = r.detach().reshape(-1), e.detach().reshape(-1)
+        for start in range(0, r_flat.numel(), CHUNK_ELEMENTS):  # bounded memory beside the outputs
+            e64 = e_flat[start:start + CHUNK_ELEMENTS].to(torch.float64)
+            finite = torch.isfinite(e64)
+            r64 = r_flat[start:start + CHUNK_ELEMENTS].to(torch.float64)
+            reference_sq += float(torch.where(finite, r64 - e64, 0.0).square().sum())
+            norm_sq += float(torch.where(finite, e64, 0.0).square().sum())
     return {"reference_sq": reference_sq, "norm_sq": norm_sq}
 
 
@@ -258,8 +261,11 @@ def float32_errors(candidate: Any, reference: Any, norms: dict[str, float]) -> t
     for c, r in zip(cands, refs):
         if r.dtype != torch.float32 or c.shape != r.shape:
             continue
-        distance = c.detach().to(torch.float32) - r.detach()
-        cand_sq += float(torch.nansum(distance.square_(), dtype=torch.float64))  # non-finite places matched already
+        c_flat, r_flat = c.detach().reshape(-1), r.detach().reshape(-1)
+        for start in range(0, r_flat.numel(), CHUNK_ELEMENTS):
+            # In float64: squares of float32 values neither overflow nor underflow there.
+            distance = c_flat[start:start + CHUNK_ELEMENTS].to(torch.float64) - r_flat[start:start + CHUNK_ELEMENTS].to(torch.float64)
+            cand_sq += float(torch.nansum(distance.square_()))  # NaN: non-finite places, matched already
         judged = True
     reference_sq, norm_sq = norms.get("reference_sq"), norms.get("norm_sq")
     if not judged or not isinstance(reference_sq, float) or not isinstance(norm_sq, float) or norm_sq <= 0.0 \
@@ -272,9 +278,13 @@ def allowed_float32_error(reference_error: float) -> float:
     return max(PRECISION_FACTOR * reference_error, PRECISION_FLOOR)
 
 
-def precision_report(errors: list[tuple[float, float]]) -> dict[str, Any]:
+def precision_report(errors: list[tuple[float, float]], unmeasured: str | None = None) -> dict[str, Any]:
     """What the checks' float32 errors say: the worst of each, the bound, and whether the
-    candidate computed in less than float32 (its error above the bound on any check)."""
+    candidate computed in less than float32 (its error above the bound on any check).
+    ``unmeasured`` says why a call that should have been measured was not (the reference's
+    float64 run ran out of memory): precision not measured is precision not paid for."""
+    if unmeasured:
+        return {**precision_report(errors), "unmeasured": unmeasured}
     if not errors:
         return {}
     reduced = any(cand > allowed_float32_error(ref) for cand, ref in errors)

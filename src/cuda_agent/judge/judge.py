@@ -180,8 +180,9 @@ class Judge:
             pass
         verdict.seconds["total"] = time.perf_counter() - started
         # A time the judge does not believe (timing.stability_problem) earns no speed milestone, and
-        # neither does speed bought with precision the task did not offer.
-        believed = verdict.timing_integrity.get("stable", True) and not verdict.precision.get("reduced")
+        # neither does speed bought with precision the task did not offer, or precision not measured.
+        believed = (verdict.timing_integrity.get("stable", True) and not verdict.precision.get("reduced")
+                    and not verdict.precision.get("unmeasured"))
         candidate = _median(verdict, "candidate") if believed else None
         verdict.reward = milestone_reward(verdict.correct, candidate, _median(verdict, "eager"),
                                           _median(verdict, "compile"), cfg.margin)
@@ -325,6 +326,7 @@ class _Run(RunWorkers, RunVerification, RunTiming):
         self._lock = threading.Lock()
         self.weight_seed: int | None = None
         self.precision_errors: list[tuple[float, float]] = []  # (candidate's, reference's), per call checked
+        self.precision_unmeasured: str | None = None  # why a call's precision could not be measured
 
     def __enter__(self) -> "_Run":
         return self

@@ -154,6 +154,8 @@ def render_feedback(v: Verdict) -> str:
             if v.precision.get("reduced"):
                 meaning[1] = ("correct, but computed in less precision than the task's float32, so no "
                               "speedup is paid")
+            elif v.precision.get("unmeasured"):
+                meaning[1] = "correct, but its precision could not be measured, so no speedup is paid"
             lines.append(f"reward {v.reward}: {meaning[v.reward]}")
             lines += render_roofline(v.roofline)
     if v.violations and v.status != "forbidden":
