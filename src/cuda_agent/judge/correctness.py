@@ -71,6 +71,15 @@ class _Tally:
             self.problem = message
 
 
+def _wide_chunks(a: torch.Tensor, b: torch.Tensor, wide: torch.dtype = torch.float64):
+    """(start, a's chunk, b's chunk) over two tensors of one shape, flattened, each chunk of
+    ``CHUNK_ELEMENTS`` widened to ``wide``: the temporaries stay bounded whatever the size."""
+    a_flat, b_flat = a.detach().reshape(-1), b.detach().reshape(-1)
+    for start in range(0, a_flat.numel(), CHUNK_ELEMENTS):
+        stop = start + CHUNK_ELEMENTS
+        yield start, a_flat[start:stop].to(wide), b_flat[start:stop].to(wide)
+
+
 def _index_str(flat_index: int, shape: tuple[int, ...]) -> str:
     if not shape:
         return ""
@@ -107,15 +116,10 @@ def _compare_tensor(cand: torch.Tensor, ref: torch.Tensor, where: str, atol: flo
         return
 
     atol, rtol = tolerance_for(ref.dtype, atol, rtol)
-    wide = torch.complex128 if cand.is_complex() else torch.float64
-    cand_flat, ref_flat = cand.reshape(-1), ref.reshape(-1)
     count = n_nonfinite = 0
     ref_norm = err_norm = 0.0
     worst: tuple[float, int, Any, Any] | None = None  # (excess over the tolerance, flat index, got, want)
-    # In chunks: the float64 temporaries stay a few hundred MB whatever the output's size.
-    for start in range(0, n, CHUNK_ELEMENTS):
-        c = cand_flat[start:start + CHUNK_ELEMENTS].to(wide)
-        r = ref_flat[start:start + CHUNK_ELEMENTS].to(wide)
+    for start, c, r in _wide_chunks(cand, ref, torch.complex128 if cand.is_complex() else torch.float64):
         ref_finite = torch.isfinite(r)
         cand_finite = torch.isfinite(c)
         # Non-finite reference values must be reproduced exactly (same NaN / same signed infinity).
@@ -233,11 +237,8 @@ def float64_norms(reference: Any, exact: Any) -> dict[str, float] | None:
     for r, e in zip(refs, exacts):
         if r.dtype != torch.float32 or e.shape != r.shape:
             continue
-        r_flat, e_flat = r.detach().reshape(-1), e.detach().reshape(-1)
-        for start in range(0, r_flat.numel(), CHUNK_ELEMENTS):  # bounded memory beside the outputs
-            e64 = e_flat[start:start + CHUNK_ELEMENTS].to(torch.float64)
+        for _, r64, e64 in _wide_chunks(r, e):  # bounded memory beside the outputs
             finite = torch.isfinite(e64)
-            r64 = r_flat[start:start + CHUNK_ELEMENTS].to(torch.float64)
             reference_sq += float(torch.where(finite, r64 - e64, 0.0).square().sum())
             norm_sq += float(torch.where(finite, e64, 0.0).square().sum())
     return {"reference_sq": reference_sq, "norm_sq": norm_sq}
@@ -261,11 +262,9 @@ def float32_errors(candidate: Any, reference: Any, norms: dict[str, float]) -> t
     for c, r in zip(cands, refs):
         if r.dtype != torch.float32 or c.shape != r.shape:
             continue
-        c_flat, r_flat = c.detach().reshape(-1), r.detach().reshape(-1)
-        for start in range(0, r_flat.numel(), CHUNK_ELEMENTS):
-            # In float64: squares of float32 values neither overflow nor underflow there.
-            distance = c_flat[start:start + CHUNK_ELEMENTS].to(torch.float64) - r_flat[start:start + CHUNK_ELEMENTS].to(torch.float64)
-            cand_sq += float(torch.nansum(distance.square_()))  # NaN: non-finite places, matched already
+        # In float64, squares of float32 values neither overflow nor underflow.
+        for _, c64, r64 in _wide_chunks(c, r):
+            cand_sq += float(torch.nansum((c64 - r64).square_()))  # NaN: non-finite places, matched already
         judged = True
     reference_sq, norm_sq = norms.get("reference_sq"), norms.get("norm_sq")
     if not judged or not isinstance(reference_sq, float) or not isinstance(norm_sq, float) or norm_sq <= 0.0 \

@@ -550,7 +550,7 @@ class Worker:
         # changes): the rechecks of timed calls reuse the last check's.
         state = tuple(getattr(t, "_version", -1) for t in self.model.state_dict(keep_vars=True).values())
         if self._model64 is None or self._model64[0] != state:
-            self._model64 = None
+            self._model64 = None  # the old copy goes before the new one is made, not after
             self._model64 = (state, copy.deepcopy(self.model).to(torch.float64))
         model = self._model64[1]
         inputs = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x
