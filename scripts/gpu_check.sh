@@ -92,6 +92,24 @@ PY
         --label hand-written --device cuda --out "$run" --export-baselines "$run/timing" 2>&1 \
         | tee "$OUT/kernelbench.txt" || status=1
       tar -czf "$OUT/kernelbench.tgz" -C "$run" . && cp "$run/report.md" "$OUT/kernelbench-report.md" ;;
+    baselines)
+      # Every KernelBench reference checked and timed (eager, torch.compile) and written in
+      # KernelBench's timing layout, then compared problem by problem with its published files
+      # ($KB_BASELINES, default its H100_Modal folder). Time-boxed (BASELINES_SECONDS) and
+      # resumable: the run folder ($BASELINES_RUN) comes back as baselines-run.tgz; unpack it
+      # there and call again to go on. BASELINES_JOBS checks at once (the largest problems hold
+      # about 26 GB of GPU memory each while checked).
+      run=${BASELINES_RUN:-.baselines-run}
+      compare=${KB_BASELINES:-${KERNELBENCH:-.kernelbench}/results/timing/H100_Modal}
+      timeout "${BASELINES_SECONDS:-520}" python3 -m cuda_agent.cli bench --kernelbench "${KERNELBENCH:-.kernelbench}" \
+        --baselines-only --levels "${BASELINES_LEVELS:-1,2,3}" --jobs "${BASELINES_JOBS:-4}" --device cuda --out "$run" \
+        --export-baselines "$run/timing" --compare-baselines "$compare" 2>&1 | tee "$OUT/baselines.txt"
+      if [ "${PIPESTATUS[0]}" != 0 ]; then  # cut short or some checks failed: the report of what is recorded
+        python3 -m cuda_agent.cli bench --kernelbench "${KERNELBENCH:-.kernelbench}" --baselines-only \
+          --levels "${BASELINES_LEVELS:-1,2,3}" --device cuda --out "$run" --report-only \
+          --export-baselines "$run/timing" --compare-baselines "$compare" 2>&1 | tail -20 | tee -a "$OUT/baselines.txt"
+      fi
+      tar -czf "$OUT/baselines-run.tgz" -C "$run" . ;;
     throughput)
       python3 benchmarks/bench_throughput.py --kernelbench "${KERNELBENCH:-.kernelbench}" --solutions examples/kernelbench \
         --levels 1,2 --problems "${KB_PROBLEMS_L1:-1:12,40,88}" --problems "${KB_PROBLEMS_L2:-2:12,63,76,86}" \

@@ -216,6 +216,8 @@ def bench(
     min_baseline_ms: float = typer.Option(0.1, "--min-baseline-ms", help="Eager times below this are flagged too fast to time."),
     baselines: Optional[Path] = typer.Option(None, "--baselines", help="Import baselines from a KernelBench results/timing/HW folder."),
     export_baselines: Optional[Path] = typer.Option(None, "--export-baselines", help="Write our baselines in KernelBench's layout to this folder."),
+    compare_baselines: Optional[Path] = typer.Option(None, "--compare-baselines", help="Compare our baselines, problem by problem, with a KernelBench results/timing/HW folder."),
+    baselines_only: bool = typer.Option(False, "--baselines-only", help="Check and time the references alone (eager and torch.compile): no solutions."),
     report_only: bool = typer.Option(False, "--report-only", help="Judge nothing; rebuild the report from recorded results."),
     pool_kind: str = PoolOpt,
     ray_address: Optional[str] = RayAddressOpt,
@@ -228,9 +230,11 @@ def bench(
     from .bench.kernelbench import parse_levels, parse_selection
     from .bench.benchmark import BenchOptions, run_benchmark
 
-    if (solutions is None) == (model is None):
-        raise CudaAgentError("give either --solutions DIR or --model NAME")
-    name = label or (model.replace("/", "_") if model else Path(solutions).resolve().name)
+    if baselines_only and (solutions is not None or model is not None):
+        raise CudaAgentError("--baselines-only times the references alone: drop --solutions and --model")
+    if not baselines_only and (solutions is None) == (model is None):
+        raise CudaAgentError("give either --solutions DIR or --model NAME (or --baselines-only)")
+    name = label or (model.replace("/", "_") if model else Path(solutions).resolve().name if solutions else "baselines")
     config = _config(device, cache_dir)
     if timing_seconds is not None:
         config = replace(config, timing=replace(config.timing, target_seconds=timing_seconds))
@@ -241,10 +245,11 @@ def bench(
                            levels=parse_levels(levels), problem_ids=parse_selection(problems), solutions=solutions,
                            agent=agent, label=name, judge=config, gpus=gpus, jobs_per_gpu=jobs,
                            min_baseline_ms=min_baseline_ms, import_baselines=baselines,
-                           export_baselines=export_baselines, report_only=report_only, pool=pool_kind,
+                           export_baselines=export_baselines, compare_baselines=compare_baselines,
+                           baselines_only=baselines_only, report_only=report_only, pool=pool_kind,
                            ray_address=ray_address)
     report, written = run_benchmark(options, console=err)
-    out.print(_bench_summary(report))
+    out.print(_baselines_summary(report) if baselines_only else _bench_summary(report))
     for what, path in written.items():
         out.print(f"{what}: {path}")
 
@@ -262,6 +267,19 @@ def _bench_summary(report: dict):
     for m in rows:
         table.add_row(m["subset"], str(m["problems"]), percent(m["pass_rate"]), percent(m["faster_vs_eager"]),
                       percent(m["faster_vs_compile"]), times(m["speedup_vs_eager"]), times(m["speedup_vs_compile"]))
+    return table
+
+
+def _baselines_summary(report: dict):
+    from rich.table import Table
+
+    table = Table(title="KernelBench baselines (means over timed calls)")
+    for column in ("subset", "problems", "timed", "failed", "flagged", "eager total", "compile total", "check time"):
+        table.add_column(column)
+    for subset, b in report["baselines"].items():
+        table.add_row(subset if subset == "all" else f"level {subset}", str(b["problems"]), str(b["timed"]),
+                      str(len(b["failed"])), str(b["flagged"]), f"{b['eager_ms_total']:.1f} ms",
+                      f"{b['compile_ms_total']:.1f} ms", f"{b['check_seconds']:.0f} s")
     return table
 
 

@@ -176,3 +176,45 @@ def test_bad_inputs_are_clear_errors(tmp_path, judge_config):
     with pytest.raises(BenchmarkError, match="either a solutions folder"):
         run_benchmark(options(solutions=None))
     assert parse_selection(["1:1"]) == {1: {1}}
+
+
+@pytest.mark.slow
+def test_baselines_only_times_every_reference_and_compares_with_kernelbench(bench, judge_config):
+    # KernelBench's published files, as the fixture run exported them, with one problem's eager
+    # time halved (ours then reads 2x theirs) and one problem left out.
+    theirs = bench["root"] / "theirs"
+    shutil.copytree(bench["root"] / "timing", theirs)
+    for name in ("baseline_time_torch.json", "baseline_time_torch_compile_inductor_default.json"):
+        table = json.loads((theirs / name).read_text())
+        del table["level1"]["2_Softsign.py"]
+        if name == "baseline_time_torch.json":
+            table["level1"]["1_Scale_Shift.py"]["mean"] /= 2
+        (theirs / name).write_text(json.dumps(table))
+
+    out = bench["root"] / "baselines"
+    report, written = run_benchmark(BenchOptions(
+        kernelbench=FIXTURE, out=out, levels=[1], baselines_only=True, compare_baselines=theirs,
+        export_baselines=out / "timing", judge=judge_config(), min_baseline_ms=MIN_BASELINE_MS))
+
+    level1 = sorted(p.name for p in (FIXTURE / "KernelBench" / "level1").glob("[0-9]*.py"))
+    assert report["baselines"]["1"]["timed"] == report["baselines"]["all"]["timed"] == len(level1)
+    assert report["label"] == "baselines"
+    assert {r["kind"] for r in ResultsLog(out / RESULTS_FILE).read()} == {"reference"}  # nothing else judged
+    assert sorted(json.loads(written["baselines_eager"].read_text())["level1"]) == level1
+
+    comparison = json.loads(written["comparison"].read_text())
+    assert comparison["unmatched"] == ["level1/2_Softsign.py"]
+    assert comparison["modes"]["eager"]["problems"] == comparison["modes"]["compile"]["problems"] == len(level1) - 1
+    assert comparison["modes"]["compile"]["median"] == pytest.approx(1.0, rel=1e-3)  # the same timings, cached
+    (outlier,) = comparison["outliers"]
+    assert outlier["name"] == "1_Scale_Shift.py" and outlier["eager_ratio"] == pytest.approx(2.0, rel=1e-3)
+    assert "eager alone slower" in outlier["reason"]
+    table = written["comparison_table"].read_text()
+    assert "| L1 1_Scale_Shift.py |" in table and "Not in KernelBench's files: level1/2_Softsign.py" in table
+    assert "## Baselines" in written["markdown"].read_text()
+
+
+def test_baselines_only_refuses_solutions(tmp_path, judge_config):
+    with pytest.raises(BenchmarkError, match="references alone"):
+        run_benchmark(BenchOptions(kernelbench=FIXTURE, out=tmp_path / "out", levels=[1], baselines_only=True,
+                                   solutions=FIXTURE / "solutions", judge=judge_config()))

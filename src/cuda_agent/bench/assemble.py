@@ -89,4 +89,22 @@ def build_report(run: BenchRun, label: str, min_baseline_ms: float, settings: di
     device = next((r["device"] for r in references if r.get("device")), None)
     return {"label": label, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "device": device, "settings": settings, "levels": levels, "overall": overall,
-            "problems": scored, "references": references}
+            "baselines": baseline_summary(references, run.problems), "problems": scored, "references": references}
+
+
+def baseline_summary(references: list[dict], problems: dict[int, list]) -> dict[str, dict[str, Any]]:
+    """Per level and overall: problems, references checked and timed, and the check's cost (the sum
+    of each check's own seconds, which overlap when checks run at once)."""
+    def summary(items: list[dict], total: int) -> dict[str, Any]:
+        timed = [r for r in items if r.get("ok")]
+        return {"problems": total, "checked": len(items), "timed": len(timed),
+                "failed": [r["name"] for r in items if not r.get("ok")],
+                "flagged": sum(1 for r in items if r.get("flags")),
+                "eager_ms_total": sum((r.get("eager") or {}).get("mean_ms", 0.0) for r in timed),
+                "compile_ms_total": sum((r.get("compile") or {}).get("mean_ms", 0.0) for r in timed),
+                "check_seconds": sum(r.get("seconds") or 0.0 for r in items)}
+
+    found = {str(level): summary([r for r in references if r["level"] == level], len(problems[level]))
+             for level in sorted(problems)}
+    found["all"] = summary(references, sum(len(p) for p in problems.values()))
+    return found

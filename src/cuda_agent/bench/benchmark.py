@@ -15,6 +15,7 @@ from ..errors import BenchmarkError
 from ..files import write_atomic
 from ..judge.config import JudgeConfig
 from .assemble import build_report
+from .baseline_comparison import compare, write_comparison
 from .kb_timing import export_baselines, import_baselines
 from .kernelbench import Problem, discover
 from .report import write_report
@@ -41,6 +42,8 @@ class BenchOptions:
     min_baseline_ms: float = 0.1
     import_baselines: Path | None = None
     export_baselines: Path | None = None
+    compare_baselines: Path | None = None  # a KernelBench timing folder to compare our baselines with
+    baselines_only: bool = False           # check and time the references only: no solutions
     report_only: bool = False
 
 
@@ -66,10 +69,14 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
     from ..cluster.pool import SpreadJudgePool
     from ..device import resolve_backend
 
-    if (options.solutions is None) == (options.agent is None):
-        raise BenchmarkError("give either a solutions folder (--solutions) or a model to run (--model): one of the two")
+    if options.baselines_only and (options.solutions is not None or options.agent is not None):
+        raise BenchmarkError("--baselines-only times the references alone: drop --solutions and --model")
+    if not options.baselines_only and (options.solutions is None) == (options.agent is None):
+        raise BenchmarkError("give either a solutions folder (--solutions) or a model to run (--model): one of the "
+                             "two, or --baselines-only to time the references alone")
     problems = discover(options.kernelbench, options.levels, options.problem_ids)
     imported = import_baselines(options.import_baselines) if options.import_baselines else None
+    theirs = import_baselines(options.compare_baselines) if options.compare_baselines else None
     pools: list[Any] = []
     if options.pool == "ray" and not options.report_only:
         if options.gpus:
@@ -100,13 +107,14 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
             if not options.report_only:
                 # every GPU's pool: the episodes' judges spread over all of them
                 options.agent(problems, solutions, pools[0] if len(pools) == 1 else SpreadJudgePool(pools))
-        candidates, unmatched = find_candidates(solutions, [p for ps in problems.values() for p in ps])
+        candidates, unmatched = ({}, []) if solutions is None else \
+            find_candidates(solutions, [p for ps in problems.values() for p in ps])
         if console is not None and unmatched:
             console.print(f"[yellow]not matched to any selected problem:[/] {', '.join(unmatched[:10])}"
                           + (" ..." if len(unmatched) > 10 else ""))
-        if options.agent is None:
+        if options.agent is None and not options.baselines_only:
             check_candidates_exist(candidates)
-        run = BenchRun(options.out, problems, candidates, solutions_root=Path(solutions))
+        run = BenchRun(options.out, problems, candidates, solutions_root=Path(solutions) if solutions else None)
         if not options.report_only:
             try:
                 asyncio.run(run.run(pools, jobs, console))
@@ -125,7 +133,7 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
                 "unmatched_solution_entries": unmatched}
     if options.report_only:  # how the results were produced is the earlier run's, not this call's
         settings.update(_earlier_run_settings(options.out))
-    label = options.label or Path(solutions).name
+    label = options.label or (Path(solutions).name if solutions else "baselines")
     report = build_report(run, label, options.min_baseline_ms, settings, imported)
     written = write_report(options.out, report)
     if options.export_baselines:
@@ -134,6 +142,9 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
                     "device": f"{backend}:0"} for r in report["references"]]
         written.update({f"baselines_{k}": v for k, v in
                         export_baselines(Path(options.export_baselines), entries, hardware).items()})
+    if theirs is not None:
+        comparison = compare(report["references"], theirs, options.min_baseline_ms)
+        written.update(write_comparison(options.out, comparison))
     if failure is not None:
         raise failure
     return report, written

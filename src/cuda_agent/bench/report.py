@@ -150,6 +150,17 @@ def render_markdown(report: dict) -> str:
             out.append(f"| vs {b} | " + " | ".join(percent(row.get(k)) for k in keys) + " |")
         out.append("")
 
+    out += ["## Baselines", "",
+            "Every problem's reference, checked and timed here (means over timed calls; check time is "
+            "the sum of each check's own seconds, which overlap when checks run at once).", "",
+            "| subset | problems | checked | timed | flagged | eager total | compile total | check time |",
+            "|---|---|---|---|---|---|---|---|"]
+    for subset, b in (report.get("baselines") or {}).items():
+        out.append(f"| {'all' if subset == 'all' else 'level ' + subset} | {b['problems']} | {b['checked']} | "
+                   f"{b['timed']} | {b['flagged']} | {b['eager_ms_total']:.1f} ms | {b['compile_ms_total']:.1f} ms | "
+                   f"{b['check_seconds']:.0f} s |")
+    out.append("")
+
     out += ["## Rooflines", ""]
     if report.get("rooflines"):
         out += [f"- Level {level}: [{name}]({name}) (eager and torch.compile of every problem, and its solution "

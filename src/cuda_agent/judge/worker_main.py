@@ -280,6 +280,7 @@ class Worker:
         self._model64: tuple[tuple[int, ...], Any] | None = None
         self.mode = "eager"
         self.kept: list[Any] = []
+        self.held: dict[str, Any] = {}  # reference outputs kept on the device by name (``run``'s ``hold``)
         self.hide: tuple[str, ...] = ()
         self.flags_before: dict[str, Any] = {}
         self.source_files: dict[str, str] = {}
@@ -516,7 +517,26 @@ class Worker:
             reply["float64"] = self._float64_norms(msg["input_seed"], transform, output)
         if msg.get("audit"):
             reply["identity_passes"] = self._identity_passes(inputs, output, msg.get("tolerance", (1e-2, 1e-2)))
+        if self.role == "reference" and msg.get("hold"):
+            # Kept where it was computed, for ``compare_held``: the output never crosses to the judge.
+            self.held[str(msg["hold"])] = output
+            reply["output"] = None
         return reply
+
+    def compare_held(self, msg: dict) -> dict:
+        """Reference: compare two outputs this process holds (``run``'s ``hold``), where they
+        live (on the GPU for the cuda backend), then let them go. Trusted outputs only: a
+        reference against itself, as the determinism probe does."""
+        from .correctness import compare_outputs
+
+        tolerance = msg["tolerance"]
+        try:
+            check = compare_outputs(self.held[msg["candidate"]], self.held[msg["reference"]], int(msg.get("index", 0)),
+                                    float(tolerance["atol"]), float(tolerance["rtol"]),
+                                    norm_rtol=tolerance.get("norm_rtol"))
+        finally:
+            self.held.clear()
+        return {"check": check.to_dict()}
 
     def _float64_norms(self, seed: int, transform: str, output: Any) -> dict[str, Any] | None:
         """``correctness.float64_norms`` of this call's output against the reference run in
@@ -763,6 +783,7 @@ def serve(fd_in: int, fd_out: int) -> None:
         "setup": worker.setup, "init_model": worker.init_model, "load_weights": worker.load_weights,
         "run": worker.run, "time": worker.time, "outputs": worker.outputs, "inputs": worker.inputs,
         "workload": worker.workload, "peaks": worker.peaks,
+        "compare_held": worker.compare_held,
     }
     while True:
         try:

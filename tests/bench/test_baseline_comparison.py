@@ -1,0 +1,51 @@
+"""The comparison of our baselines with KernelBench's: ratios, their spread, and the reasons given."""
+
+from __future__ import annotations
+
+import pytest
+
+from cuda_agent.bench.baseline_comparison import compare, likely_reason, spread, to_markdown
+
+
+def _reference(level: int, name: str, eager: float, compiled: float) -> dict:
+    return {"level": level, "problem_id": int(name.split("_")[0]), "name": name,
+            "eager": {"mean_ms": eager}, "compile": {"mean_ms": compiled},
+            "device": {"name": "GPU X", "torch_version": "2.11"}}
+
+
+def _theirs(rows: dict[str, tuple[float, float]]) -> dict:
+    return {mode: {key: {"mean": values[i], "hardware": "GPU Y"} for key, values in rows.items()}
+            for i, mode in enumerate(("eager", "compile"))}
+
+
+def test_spread_is_the_median_and_quantiles_of_the_ratios():
+    s = spread([0.5, 1.0, 1.1, 1.2, 3.0])
+    assert s["median"] == 1.1 and s["min"] == 0.5 and s["max"] == 3.0
+    assert s["p25"] == pytest.approx(1.0) and s["p75"] == pytest.approx(1.2)
+    assert s["within_25pct"] == 3
+    assert spread([]) == {"problems": 0}
+
+
+def test_outliers_are_listed_with_the_reason_the_numbers_give():
+    references = [_reference(1, "1_A.py", 2.0, 1.0), _reference(1, "2_B.py", 1.0, 2.0),
+                  _reference(2, "1_C.py", 2.0, 2.0), _reference(2, "2_D.py", 1.1, 0.9),
+                  _reference(3, "1_E.py", 0.05, 0.05), _reference(3, "2_F.py", 1.0, 1.0)]
+    theirs = _theirs({"level1/1_A.py": (1.0, 1.0), "level1/2_B.py": (1.0, 1.0), "level2/1_C.py": (1.0, 1.0),
+                      "level2/2_D.py": (1.0, 1.0), "level3/1_E.py": (0.02, 0.05)})
+    result = compare(references, theirs, min_ms=0.1)
+    reasons = {row["name"]: row["reason"] for row in result["outliers"]}
+    assert set(reasons) == {"1_A.py", "2_B.py", "1_C.py", "1_E.py"}  # 2_D is within 25% in both modes
+    assert "eager alone slower" in reasons["1_A.py"]
+    assert "torch.compile alone slower" in reasons["2_B.py"]
+    assert "both slower" in reasons["1_C.py"]
+    assert "under 0.1 ms" in reasons["1_E.py"]
+    assert result["unmatched"] == ["level3/2_F.py"]
+    assert result["modes"]["eager"]["problems"] == 5 and result["levels"]["2"]["eager"]["median"] == pytest.approx(1.55)
+    assert result["ours"] == {"device": "GPU X", "torch": "2.11"} and result["theirs"] == {"hardware": "GPU Y"}
+    text = to_markdown(result)
+    assert "| all | eager | 5 |" in text and "| L2 1_C.py | 2 / 1 | 2 |" in text
+
+
+def test_a_problem_faster_here_in_one_mode_and_slower_in_the_other():
+    reason = likely_reason({"eager": 0.5, "compile": 1.6}, {"eager": 1.0, "compile": 1.0}, 0.1)
+    assert "opposite directions" in reason
