@@ -92,6 +92,10 @@ PY
         --label hand-written --device cuda --out "$run" --export-baselines "$run/timing" 2>&1 \
         | tee "$OUT/kernelbench.txt" || status=1
       tar -czf "$OUT/kernelbench.tgz" -C "$run" . && cp "$run/report.md" "$OUT/kernelbench-report.md" ;;
+    compare)
+      # The verify stage on outputs of 512 MB and 2 GB, compared on the GPU and on the host.
+      python3 benchmarks/device_compare.py --rows "${COMPARE_ROWS:-19,21}" --modes "${COMPARE_MODES:-gpu,host}" \
+        --out "$OUT/device_compare.json" 2>&1 | tee "$OUT/device_compare.txt" || status=1 ;;
     baselines)
       # Every KernelBench reference checked and timed (eager, torch.compile) and written in
       # KernelBench's timing layout, then compared problem by problem with its published files

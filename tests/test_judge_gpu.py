@@ -49,6 +49,9 @@ def test_correct_cuda_solution(gpu_judge, task, fixture_solution):
     cand = v.timings["candidate"]
     assert cand.device_median_ms is not None and cand.device_median_ms <= cand.median_ms * 1.05 + 0.05
     assert v.speedup_vs_eager is not None and v.speedup_vs_compile is not None
+    # Every check and every recheck of a timed call compared on the GPU, through the exchange buffer.
+    assert v.settings.get("outputs_compared_on") == "gpu", v.notes
+    assert any(c.phase == "timing" for c in v.checks)
 
 
 def test_wrong_cuda_values_are_incorrect(gpu_judge, task, fixture_solution):

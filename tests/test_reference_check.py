@@ -44,3 +44,11 @@ def test_a_reference_that_fails_is_reported_not_raised(cpu_judge):
     assert not report.ok
     assert "reference" in report.error and "no such op" in report.error
     assert report.eager is None and report.deterministic is None
+
+
+@pytest.mark.slow
+def test_a_reference_out_of_memory_says_what_to_do(cpu_judge):
+    report = cpu_judge.check_reference(_task("ref_too_big", "raise MemoryError('cannot allocate 80 GB')"))
+    assert not report.ok
+    assert "do not fit in the device's memory" in report.error and "--jobs 1" in report.error
+    assert "cannot allocate 80 GB" in report.error

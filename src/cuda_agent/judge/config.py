@@ -82,6 +82,7 @@ class JudgeConfig:
     static_checks: bool = True        # scan the sources for forbidden constructs before building
     runtime_checks: bool = True       # record ATen ops, GPU kernels, threads and flags in forward
     check_precision: bool = True      # float32 outputs against the reference run in float64
+    compare_on_device: bool = True    # cuda: outputs compared on the GPU (judge/device_exchange.py)
     floor_slack: float | None = 4.0   # times below (physical floor / slack) fail closed; None: off
     seed: int | None = None           # fixes the secret seeds; for tests and reproduction only
     keep_samples: bool = False        # put every timed call's duration in the verdict

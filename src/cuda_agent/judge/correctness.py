@@ -68,6 +68,7 @@ class _Tally:
     worst: str | None = None
     worst_excess: float = -math.inf
     problem: str = ""
+    values: bool = True   # False: structure, types, dtypes and shapes only
 
     def fail(self, message: str) -> None:
         if not self.problem:
@@ -107,7 +108,7 @@ def _compare_tensor(cand: torch.Tensor, ref: torch.Tensor, where: str, atol: flo
         return
     n = ref.numel()
     tally.elements += n
-    if n == 0:
+    if n == 0 or not tally.values:
         return
     if ref.dtype in EXACT_DTYPES:
         bad = cand != ref
@@ -199,9 +200,10 @@ def _compare(cand: Any, ref: Any, where: str, atol: float, rtol: float, tally: _
 
 
 def compare_outputs(candidate: Any, reference: Any, index: int, atol: float, rtol: float,
-                    phase: str = "verify", norm_rtol: float | None = None) -> CheckResult:
-    """Compare one output structure; ``norm_rtol`` bounds the L2 error (default: the dtype's rtol)."""
-    tally = _Tally()
+                    phase: str = "verify", norm_rtol: float | None = None, values: bool = True) -> CheckResult:
+    """Compare one output structure; ``norm_rtol`` bounds the L2 error (default: the dtype's rtol).
+    ``values=False`` compares everything but the values: the structure, types, dtypes and shapes."""
+    tally = _Tally(values=values)
     _compare(candidate, reference, "output", atol, rtol, tally, norm_rtol)
     passed = not tally.problem
     return CheckResult(index=index, passed=passed, max_abs_error=tally.max_abs, max_rel_error=tally.max_rel,

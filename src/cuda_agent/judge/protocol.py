@@ -14,6 +14,7 @@ import os
 import select
 import struct
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -28,6 +29,16 @@ DTYPES: dict[str, torch.dtype] = {
     if hasattr(torch, name)
 }
 _DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+
+
+@dataclass(frozen=True)
+class SharedTensor:
+    """A tensor left on the device, in the judge's exchange buffer (see ``device_exchange``):
+    its dtype, shape and byte offset in the buffer; no offset where it was not copied there."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    offset: int | None
 
 
 class ProtocolError(Exception):
@@ -77,6 +88,8 @@ def _encode(value: Any, buffers: list[memoryview]) -> Any:
         buffers.append(memoryview(raw.numpy()).cast("B"))
         return {"__tensor__": len(buffers) - 1, "dtype": _DTYPE_NAMES[tensor.dtype],
                 "shape": list(tensor.shape), "device": value.device.type}
+    if isinstance(value, SharedTensor):
+        return {"__shared__": [value.dtype, list(value.shape), value.offset]}
     if isinstance(value, tuple):
         return {"__tuple__": [_encode(v, buffers) for v in value]}
     if isinstance(value, list):
@@ -151,6 +164,8 @@ def _decode(node: Any, buffers: list[bytearray]) -> Any:
         if numel == 0:
             return torch.empty(shape, dtype=dtype)
         return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape)
+    if "__shared__" in node:
+        return _shared_tensor(node["__shared__"])
     if "__tuple__" in node:
         return tuple(_decode(v, buffers) for v in node["__tuple__"])
     if "__dict__" in node:
@@ -160,6 +175,17 @@ def _decode(node: Any, buffers: list[bytearray]) -> Any:
     if "__repr__" in node:
         return str(node["__repr__"])
     return {k: _decode(v, buffers) for k, v in node.items()}
+
+
+def _shared_tensor(entry: Any) -> SharedTensor:
+    if not isinstance(entry, list) or len(entry) != 3:
+        raise ProtocolError(f"malformed shared tensor entry {str(entry)[:200]}")
+    dtype_name, shape, offset = entry
+    if dtype_name not in DTYPES or not isinstance(shape, list) \
+            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape) \
+            or not (offset is None or (isinstance(offset, int) and not isinstance(offset, bool) and offset >= 0)):
+        raise ProtocolError(f"malformed shared tensor entry {str(entry)[:200]}")
+    return SharedTensor(dtype_name, tuple(shape), offset)
 
 
 def receive(fd: int, max_bytes: int, deadline: float | None = None, spin_s: float = 0.0) -> dict[str, Any]:

@@ -10,7 +10,6 @@ from ..files import write_atomic
 from ..solution import MODEL_FILE
 from . import evidence
 from .baselines import baseline_stats, settled
-from .correctness import compare_outputs
 from .floor import WORKLOAD, Peaks, floor_ms
 from .roofline import NOT_ON_CPU, device_peaks, floor_peaks, not_drawn, roofline
 from .reference import ReferenceReport
@@ -208,6 +207,10 @@ class RunTiming:
         report.eager, report.compile = self.verdict.timings.get("eager"), self.verdict.timings.get("compile")
         report.roofline = self._roofline()
 
+    def _wrong_outputs(self) -> None:
+        self._worker_failed("candidate", WorkerError("runtime_error", "the candidate returned the wrong "
+                                                     "number of kept outputs"))
+
     def _roofline(self) -> dict:
         """Where the candidate and the baselines stand against the device's peaks."""
         if self.judge.backend != "cuda":
@@ -269,20 +272,30 @@ class RunTiming:
         """Check outputs of timed calls chosen after timing, so every call must be real."""
         cfg = self.cfg
         picks = sorted(self.rng.sample(range(len(seeds)), min(cfg.recheck_calls, len(seeds))))
-        got = self._call(self.cand, "outputs", cfg.call_timeout_s, {"indices": picks},
-                         expect={"outputs": list})["outputs"]
-        if len(got) != len(picks):
-            self._worker_failed("candidate", WorkerError("runtime_error", "the candidate returned the wrong "
-                                                         "number of kept outputs"))
-        for pick, output in zip(picks, got):
+        if self._hold():
+            outputs = None  # one at a time, through the exchange buffer, each beside its reference output
+        else:
+            outputs = self._call(self.cand, "outputs", cfg.call_timeout_s, {"indices": picks},
+                                 expect={"outputs": list})["outputs"]
+            if len(outputs) != len(picks):
+                self._wrong_outputs()
+        for n, pick in enumerate(picks):
             expected = self._call(self.ref, "run", cfg.call_timeout_s,
-                                  {"input_seed": seeds[pick], "float64": cfg.check_precision},
+                                  {"input_seed": seeds[pick], "float64": cfg.check_precision, **self._hold()},
                                   expect={"output": object})
-            check = compare_outputs(output, expected["output"], pick, cfg.atol, cfg.rtol, phase="timing",
-                                    norm_rtol=cfg.norm_rtol)
+            if outputs is not None:
+                got = {"output": outputs[n]}
+            else:
+                reply = self._call(self.cand, "outputs", cfg.call_timeout_s,
+                                   {"indices": [pick], **({"exchange": expected["exchange"]} if "exchange" in expected else {})},
+                                   expect={"outputs": list})
+                if len(reply["outputs"]) != 1:
+                    self._wrong_outputs()
+                got = {"output": reply["outputs"][0], **{k: reply[k] for k in ("exchange_error",) if k in reply}}
+            check, errors = self._compare(got, expected, pick, "timing")
             self.verdict.checks.append(check)
             if not check.passed:
                 self.verdict.timings["candidate"] = None
                 _fail(self.verdict, "incorrect", f"timed call {pick + 1}: {check.message}")
-            self._add_precision(output, expected)
+            self._add_precision(expected, errors)
         self._report_precision()

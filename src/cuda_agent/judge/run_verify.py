@@ -9,7 +9,7 @@ from typing import Any
 from ..solution import MODEL_FILE
 from . import evidence
 from .audit import TaskAudit
-from .correctness import compare_outputs, float32_errors, precision_report
+from .correctness import CheckResult, compare_outputs, float32_errors, precision_report
 from .verdict import Violation
 from .worker_process import WorkerError
 from .run_support import _fail, CHECK_TRANSFORMS, check_aliases, check_inputs
@@ -44,27 +44,28 @@ class RunVerification:
             key = self._seed()
             ref = self._call(self.ref, "run", cfg.call_timeout_s,
                              {"input_seed": seed, "transform": transform, "audit": True,
-                              "tolerance": [cfg.atol, cfg.rtol], "digest_key": key, "float64": cfg.check_precision},
+                              "tolerance": [cfg.atol, cfg.rtol], "digest_key": key, "float64": cfg.check_precision,
+                              **self._hold()},
                              expect={"output": object, "transform": str, "identity_passes": bool, "aliases": list,
                                      "inputs_before": list, "inputs_after": list, "inputs": dict})
             record = {"ops": cfg.runtime_checks,
                       "kernels": cfg.runtime_checks and self.judge.backend == "cuda" and i == cfg.num_checks - 1}
             changed = [int(k) for k in ref["inputs"]]
-            got = self._run_candidate(seed, ref["transform"], record)
+            got = self._run_candidate(seed, ref["transform"], record, ref.get("exchange"))
             if cfg.runtime_checks:
                 self._assess(got["evidence"], record, warm=i > 0 or self.judge.backend == "cpu")
-            v.checks.append(compare_outputs(got["output"], ref["output"], i, cfg.atol, cfg.rtol,
-                                            norm_rtol=cfg.norm_rtol))
+            check, errors = self._compare(got, ref, i, "verify")
+            v.checks.append(check)
             if v.checks[-1].passed and (aliased := check_aliases(ref, got, i)):
                 v.checks.append(aliased)
             if v.checks[-1].passed:
-                self._add_precision(got["output"], ref)
+                self._add_precision(ref, errors)
                 left = self._call(self.cand, "inputs", cfg.call_timeout_s,
                                   {"digest_key": key, "return_inputs": changed},
                                   expect={"inputs_after": list, "inputs": dict})
                 if changed_inputs := check_inputs(ref, left, i, cfg):
                     v.checks.append(changed_inputs)
-            audit.add(ref["output"], ref["identity_passes"])
+            audit.add(ref["sample"] if "sample" in ref else ref["output"], ref["identity_passes"])
         v.seconds["verify"] = time.perf_counter() - t0
         self._check_processes("after its checks")
         if findings := audit.findings():
@@ -76,16 +77,55 @@ class RunVerification:
         v.correct = True
         self._report_precision()
 
+    # -- comparison: on the GPU where the outputs are, or on the host -------------------------
+    def _hold(self) -> dict:
+        """What asks the reference to keep its output on the GPU and open the exchange buffer."""
+        if self.judge.backend == "cuda" and self.cfg.compare_on_device:
+            return {"hold": "expected", "exchange": True}
+        return {}
+
+    def _compare(self, got: dict, ref: dict, index: int, phase: str) -> tuple[CheckResult, tuple[float, float] | None]:
+        """The candidate's output (``got["output"]``) against the reference's, and its float32
+        errors where the check passed: in the reference's process on the GPU when both sides used
+        the exchange buffer, else here."""
+        cfg = self.cfg
+        if "exchange" in ref and "exchange_error" not in got:
+            reply = self._call(self.ref, "compare_exchanged", cfg.call_timeout_s,
+                               {"output": got["output"], "hold": "expected", "index": index, "phase": phase,
+                                "tolerance": {"atol": cfg.atol, "rtol": cfg.rtol, "norm_rtol": cfg.norm_rtol}},
+                               expect={"check": dict, "float32_errors": (list, type(None))})
+            errors = reply["float32_errors"]
+            self.verdict.settings.setdefault("outputs_compared_on", "gpu")
+            return CheckResult(**reply["check"]), (float(errors[0]), float(errors[1])) if errors else None
+        expected = ref["output"]
+        if "exchange" in ref or "exchange_error" in ref:
+            self._note_exchange(str(got.get("exchange_error") or ref.get("exchange_error")))
+            if "exchange" in ref:  # the reference holds its output: it comes whole, as the candidate's did
+                expected = self._call(self.ref, "held_output", cfg.call_timeout_s, {"hold": "expected"},
+                                      expect={"output": object})["output"]
+        self.verdict.settings["outputs_compared_on"] = "host"  # once on the host, reported so
+        check = compare_outputs(got["output"], expected, index, cfg.atol, cfg.rtol, phase=phase,
+                                norm_rtol=cfg.norm_rtol)
+        norms = ref.get("float64")
+        errors = None
+        if check.passed and isinstance(norms, dict) and not norms.get("unmeasured"):
+            errors = float32_errors(got["output"], expected, norms)
+        return check, errors
+
+    def _note_exchange(self, why: str) -> None:
+        note = f"outputs compared on the host: the GPU exchange buffer could not be used ({why})"
+        if note not in self.verdict.notes:
+            self.verdict.notes.append(note)
+
     # -- precision: float32 outputs against the reference run in float64 ----------------------
     # Every check and every recheck of a timed call is measured, so a solution cannot compute in
     # float32 while it is verified and in TF32 once it is timed.
-    def _add_precision(self, output: Any, ref: dict) -> None:
+    def _add_precision(self, ref: dict, errors: tuple[float, float] | None) -> None:
         norms = ref.get("float64")
         if isinstance(norms, dict) and norms.get("unmeasured"):
             self.precision_unmeasured = str(norms["unmeasured"])
-        elif norms is not None:
-            if errors := float32_errors(output, ref["output"], norms):
-                self.precision_errors.append(errors)
+        elif errors:
+            self.precision_errors.append(errors)
 
     def _report_precision(self) -> None:
         v = self.verdict
@@ -100,7 +140,7 @@ class RunVerification:
                            f"reference's own: {p['reference_error']:.2g}): computed in less precision than the "
                            "task's (TF32, bfloat16, float16?), so no speedup is paid")
 
-    def _run_candidate(self, seed: int, transform: str, record: dict) -> dict:
+    def _run_candidate(self, seed: int, transform: str, record: dict, exchange: dict | None = None) -> dict:
         """The candidate's call on a check's inputs, its output and records in the reply.
 
         A kernel record that holds no GPU activity at all, or none because the profiler failed,
@@ -114,7 +154,8 @@ class RunVerification:
         lost = 0
         for attempt in range(1, PROFILE_ATTEMPTS + 1):
             got = self._call(self.cand, "run", self.cfg.call_timeout_s,
-                             {"input_seed": seed, "transform": transform, "record": record},
+                             {"input_seed": seed, "transform": transform, "record": record,
+                              **({"exchange": exchange} if exchange else {})},
                              expect={"output": object, "evidence": dict, "aliases": list})
             if not (record.get("kernels") and "kernels" in got["evidence"] and not got["evidence"]["kernels"]):
                 break

@@ -177,7 +177,11 @@ class RunWorkers:
         """End the run: a candidate failure is the candidate's; any other is the task's."""
         if role == "candidate":
             _fail(self.verdict, exc.kind, exc.message, exc.log_tail)
-        _fail(self.verdict, "runtime_error", f"the reference ({role}) failed: {exc.message}",
+        hint = ""
+        if "out of memory" in exc.message.lower() or "MemoryError" in exc.message:
+            hint = (" (the task's inputs, outputs and model do not fit in the device's memory beside what else "
+                    "runs on it: judge fewer at once, e.g. --jobs 1, or use a device with more memory)")
+        _fail(self.verdict, "runtime_error", f"the reference ({role}) failed{hint}: {exc.message}",
               exc.log_tail, fault="task")
 
     def _call(self, worker: WorkerProcess, cmd: str | None, timeout: float, fields: dict[str, Any],

@@ -281,6 +281,9 @@ class Worker:
         self.mode = "eager"
         self.kept: list[Any] = []
         self.held: dict[str, Any] = {}  # reference outputs kept on the device by name (``run``'s ``hold``)
+        self.held_norms: dict[str, Any] = {}  # and their float64 norms, for the precision check
+        self.exchanges: list[Any] = []  # reference: exchange buffers made (the last is in use), kept
+        self.mapped: dict[str, Any] = {}  # candidate: exchange buffers mapped, by handle
         self.hide: tuple[str, ...] = ()
         self.flags_before: dict[str, Any] = {}
         self.source_files: dict[str, str] = {}
@@ -518,10 +521,80 @@ class Worker:
         if msg.get("audit"):
             reply["identity_passes"] = self._identity_passes(inputs, output, msg.get("tolerance", (1e-2, 1e-2)))
         if self.role == "reference" and msg.get("hold"):
-            # Kept where it was computed, for ``compare_held``: the output never crosses to the judge.
-            self.held[str(msg["hold"])] = output
-            reply["output"] = None
+            self._hold(str(msg["hold"]), output, reply, bool(msg.get("exchange")))
+        if self.role == "candidate" and msg.get("exchange"):
+            self._share(output, msg["exchange"], reply, "output")
         return reply
+
+    def _hold(self, name: str, output: Any, reply: dict, exchange: bool) -> None:
+        """Keep a reference output where it was computed, for ``compare_held`` or
+        ``compare_exchanged``: it never crosses to the judge. With ``exchange``, the reply carries
+        the exchange buffer the candidate writes its output into (``device_exchange``), and the
+        audit's sample of the output; where CUDA IPC does not work, the output goes whole."""
+        from . import device_exchange
+        from .audit import sample_output
+
+        if exchange:
+            slots, nbytes = device_exchange.layout(output)
+            try:
+                if not self.exchanges or self.exchanges[-1].nbytes < nbytes:
+                    # An older buffer stays allocated: the candidate may still have it mapped.
+                    self.exchanges.append(device_exchange.ExchangeBuffer(nbytes))
+            except device_exchange.ExchangeUnavailable as exc:
+                reply["exchange_error"] = str(exc)
+                return
+            reply["exchange"] = {"handle": self.exchanges[-1].handle, "slots": slots}
+            reply["sample"] = sample_output(output)
+        self.held[name] = output
+        self.held_norms[name] = reply.get("float64")
+        reply["output"] = None
+
+    def _share(self, output: Any, exchange: dict, reply: dict, field: str) -> None:
+        """Candidate: copy ``output`` into the reference's exchange buffer and reply with its
+        description; where the buffer cannot be mapped, the output goes whole, with the reason."""
+        from . import device_exchange
+
+        handle = str(exchange["handle"])
+        try:
+            if handle not in self.mapped:
+                self.mapped[handle] = device_exchange.MappedBuffer(handle)
+        except device_exchange.ExchangeUnavailable as exc:
+            reply["exchange_error"] = str(exc)
+            return
+        reply[field] = device_exchange.place(output, self.mapped[handle].tensor, list(exchange["slots"]))
+        self.synchronize()  # the copies are complete before the reference reads them
+
+    def compare_exchanged(self, msg: dict) -> dict:
+        """Reference: the candidate's output, rebuilt from its description as views of the exchange
+        buffer, against the held output, on the device; and its float32 error where the check
+        passed (``correctness.float32_errors``). The candidate's description is not trusted: one
+        that does not fit the buffer, or that claims a tensor matching the reference's dtype and
+        shape was not copied, fails the check."""
+        from . import device_exchange
+        from .correctness import CheckResult, compare_outputs, float32_errors
+
+        name, index, phase = str(msg["hold"]), int(msg["index"]), str(msg["phase"])
+        tolerance = msg["tolerance"]
+        expected, norms = self.held.pop(name), self.held_norms.pop(name, None)
+        try:
+            candidate, complete = device_exchange.rebuild(msg["output"], self.exchanges[-1].tensor)
+        except device_exchange.MalformedOutput as exc:
+            failed = CheckResult(index, False, message=f"the candidate's description of its output is malformed: {exc}",
+                                 phase=phase)
+            return {"check": failed.to_dict(), "float32_errors": None}
+        check = compare_outputs(candidate, expected, index, float(tolerance["atol"]), float(tolerance["rtol"]),
+                                phase=phase, norm_rtol=tolerance.get("norm_rtol"), values=complete)
+        if check.passed and not complete:
+            check = CheckResult(index, False, phase=phase, message=(
+                "the candidate's process left out of the exchange buffer a tensor that matches the reference's"))
+        errors = None
+        if check.passed and isinstance(norms, dict) and not norms.get("unmeasured"):
+            errors = float32_errors(candidate, expected, norms)
+        return {"check": check.to_dict(), "float32_errors": list(errors) if errors else None}
+
+    def held_output(self, msg: dict) -> dict:
+        """Reference: a held output, sent whole (where the candidate could not use the buffer)."""
+        return {"output": self.held.pop(str(msg["hold"]))}
 
     def compare_held(self, msg: dict) -> dict:
         """Reference: compare two outputs this process holds (``run``'s ``hold``), where they
@@ -714,7 +787,13 @@ class Worker:
                 "inputs": {str(i): inputs[i] for i in wanted}}
 
     def outputs(self, msg: dict) -> dict:
-        return {"outputs": [self.kept[i] for i in msg["indices"]]}
+        """Candidate: kept outputs of timed calls; with ``exchange``, one, into the exchange buffer."""
+        reply: dict[str, Any] = {"outputs": [self.kept[i] for i in msg["indices"]]}
+        if msg.get("exchange") and len(reply["outputs"]) == 1:
+            self._share(reply["outputs"][0], msg["exchange"], reply, "shared")
+            if "shared" in reply:
+                reply["outputs"] = [reply.pop("shared")]
+        return reply
 
     def workload(self, msg: dict) -> dict:
         """Reference: FLOPs and bytes of one forward, for the physical floor and the roofline."""
@@ -783,7 +862,8 @@ def serve(fd_in: int, fd_out: int) -> None:
         "setup": worker.setup, "init_model": worker.init_model, "load_weights": worker.load_weights,
         "run": worker.run, "time": worker.time, "outputs": worker.outputs, "inputs": worker.inputs,
         "workload": worker.workload, "peaks": worker.peaks,
-        "compare_held": worker.compare_held,
+        "compare_held": worker.compare_held, "compare_exchanged": worker.compare_exchanged,
+        "held_output": worker.held_output,
     }
     while True:
         try:

@@ -1,0 +1,158 @@
+"""Outputs compared where they were computed: the exchange buffer's slots, the candidate's
+description of its output, and the reference process's comparison, which must not trust it.
+
+The logic runs on any device: here a CPU byte buffer stands in for the GPU allocation that CUDA
+IPC shares on the cuda backend (that path is exercised by the GPU tests).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+
+import pytest
+import torch
+
+from cuda_agent.judge import protocol
+from cuda_agent.judge.correctness import compare_outputs
+from cuda_agent.judge.device_exchange import ALIGN, MalformedOutput, layout, place, rebuild
+from cuda_agent.judge.protocol import ProtocolError, SharedTensor
+from cuda_agent.judge.worker_main import Worker
+
+
+def _roundtrip(value):
+    """Through the judge's wire format, as a description travels candidate -> judge -> reference."""
+    read, write = os.pipe()
+    try:
+        sender = threading.Thread(target=protocol.send, args=(write, {"output": value}))
+        sender.start()
+        message = protocol.receive(read, max_bytes=1 << 30)
+        sender.join()
+    finally:
+        os.close(read)
+        os.close(write)
+    return message["output"]
+
+
+def _output():
+    g = torch.Generator().manual_seed(0)
+    return (torch.randn(3, 5, generator=g), {"b": torch.arange(7, dtype=torch.int64), "a": torch.randn(2, generator=g)},
+            1.5)
+
+
+def test_layout_gives_aligned_slots_in_a_fixed_order():
+    slots, nbytes = layout(_output())
+    # tensors in order: the (3, 5) tensor, then the dict's by key: "a" before "b"
+    assert [s[:2] for s in slots] == [["float32", [3, 5]], ["float32", [2]], ["int64", [7]]]
+    assert [s[2] for s in slots] == [0, ALIGN, 2 * ALIGN] and nbytes == 3 * ALIGN
+
+
+def test_an_output_placed_and_rebuilt_compares_as_the_original():
+    expected = _output()
+    slots, nbytes = layout(expected)
+    buffer = torch.zeros(nbytes, dtype=torch.uint8)
+    candidate = (expected[0] + 1e-4, {"b": expected[1]["b"].clone(), "a": expected[1]["a"].clone()}, 1.5)
+    description = _roundtrip(place(candidate, buffer, slots))
+    assert isinstance(description[0], SharedTensor) and list(description[1]) == ["b", "a"]  # the output's own order
+    rebuilt, complete = rebuild(description, buffer)
+    assert complete
+    assert compare_outputs(rebuilt, expected, 0, 1e-2, 1e-2).passed
+    assert torch.equal(rebuilt[1]["b"], expected[1]["b"]) and rebuilt[2] == 1.5
+
+
+def test_a_tensor_of_another_shape_is_described_not_copied_and_fails_on_its_shape():
+    expected = (torch.ones(4, 4), torch.ones(8))
+    slots, nbytes = layout(expected)
+    buffer = torch.zeros(nbytes, dtype=torch.uint8)
+    rebuilt, complete = rebuild(_roundtrip(place((torch.ones(4, 4), torch.ones(9)), buffer, slots)), buffer)
+    assert not complete and rebuilt[1].device.type == "meta"
+    check = compare_outputs(rebuilt, expected, 0, 1e-2, 1e-2, values=complete)
+    host = compare_outputs((torch.ones(4, 4), torch.ones(9)), expected, 0, 1e-2, 1e-2)
+    assert not check.passed and check.message == host.message  # the host comparison's words
+
+
+@pytest.mark.parametrize("entry", [["float32", [4], -256], ["float32", [-1], 0], ["nope", [4], 0], ["float32", [4]],
+                                   ["float32", [True], 0], ["float32", [4], 1.5]])
+def test_malformed_descriptions_are_protocol_errors(entry):
+    with pytest.raises(ProtocolError):
+        protocol._decode({"__shared__": entry}, [])
+
+
+def test_a_description_outside_the_buffer_is_refused():
+    buffer = torch.zeros(1024, dtype=torch.uint8)
+    with pytest.raises(MalformedOutput, match="does not fit"):
+        rebuild(SharedTensor("float32", (300,), 0), buffer)
+    with pytest.raises(MalformedOutput, match="does not fit"):
+        rebuild(SharedTensor("float64", (1,), 3), buffer)  # misaligned for its dtype
+    with pytest.raises(MalformedOutput, match="sent whole"):
+        rebuild(torch.ones(3), buffer)
+
+
+class _Buffer:
+    def __init__(self, nbytes: int):
+        self.tensor, self.nbytes = torch.zeros(nbytes, dtype=torch.uint8), nbytes
+
+
+def _reference_worker(expected, norms=None) -> Worker:
+    worker = Worker()
+    worker.role = "reference"
+    slots, nbytes = layout(expected)
+    worker.exchanges = [_Buffer(nbytes)]
+    worker.held["expected"], worker.held_norms["expected"] = expected, norms
+    return worker
+
+
+def _compare(worker: Worker, description) -> dict:
+    return worker.compare_exchanged({"output": description, "hold": "expected", "index": 2, "phase": "verify",
+                                     "tolerance": {"atol": 1e-2, "rtol": 1e-2, "norm_rtol": None}})
+
+
+def test_the_reference_process_compares_and_measures_precision_in_place():
+    expected = torch.randn(1000, generator=torch.Generator().manual_seed(1))
+    exact = expected.double() + 1e-9
+    from cuda_agent.judge.correctness import float64_norms
+
+    worker = _reference_worker(expected, float64_norms(expected, exact))
+    slots, _ = layout(expected)
+    candidate = expected + 1e-3
+    reply = _compare(worker, place(candidate, worker.exchanges[0].tensor, slots))
+    assert reply["check"]["passed"] and reply["check"]["index"] == 2
+    cand_error, ref_error = reply["float32_errors"]
+    assert cand_error == pytest.approx(1e-3 * math.sqrt(1000) / float(exact.norm()), rel=1e-3)
+    assert not worker.held  # the held output is let go once compared
+
+    worker = _reference_worker(expected)
+    reply = _compare(worker, place(-expected, worker.exchanges[0].tensor, slots))
+    assert not reply["check"]["passed"] and reply["float32_errors"] is None
+
+
+def test_a_candidate_cannot_pass_by_leaving_its_tensor_out_of_the_buffer():
+    expected = torch.ones(64)
+    worker = _reference_worker(expected)
+    reply = _compare(worker, SharedTensor("float32", (64,), None))  # the right dtype and shape, no data
+    assert not reply["check"]["passed"] and "left out of the exchange buffer" in reply["check"]["message"]
+
+
+def test_a_description_that_does_not_fit_fails_the_candidate_not_the_reference():
+    worker = _reference_worker(torch.ones(64))
+    reply = _compare(worker, SharedTensor("float32", (1 << 20,), 0))
+    assert not reply["check"]["passed"] and "malformed" in reply["check"]["message"]
+
+
+def test_the_kept_outputs_of_timed_calls_go_through_the_buffer_one_at_a_time():
+    expected = torch.arange(16, dtype=torch.float32)
+    slots, nbytes = layout(expected)
+    candidate = Worker()
+    candidate.role = "candidate"
+    candidate.kept = [expected * 0, expected.clone()]
+    buffer = torch.zeros(nbytes, dtype=torch.uint8)
+
+    class Mapped:
+        tensor = buffer
+
+    candidate.mapped["h"] = Mapped()
+    reply = candidate.outputs({"indices": [1], "exchange": {"handle": "h", "slots": slots}})
+    (description,) = reply["outputs"]
+    assert description == SharedTensor("float32", (16,), 0)
+    assert torch.equal(buffer[:64].view(torch.float32), expected)

@@ -1,0 +1,48 @@
+"""Outputs of gigabytes judged on the GPU: compared where they were computed, through CUDA IPC
+across the sandbox, never copied whole to the judge. Needs an NVIDIA GPU; skipped elsewhere."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+
+if not torch.cuda.is_available():
+    pytest.skip("needs an NVIDIA GPU with CUDA (torch.cuda.is_available() is False)", allow_module_level=True)
+
+from cuda_agent.judge.judge import Judge  # noqa: E402
+from cuda_agent.task import task_from_source  # noqa: E402
+
+
+def _scaled(task, rows: int):
+    """The fixture task with ``rows`` rows of 256 features: 1 KB of output per row."""
+    source = task.source.replace("batch_size = 256", f"batch_size = {rows}")
+    assert source != task.source
+    return task_from_source(source, f"scale_bias_relu_{rows}", "test")
+
+
+@pytest.fixture(scope="module")
+def judge(judge_config) -> Judge:
+    return Judge(judge_config(backend="cuda", call_timeout_s=120.0))
+
+
+def test_a_two_gigabyte_output_is_verified_on_the_gpu(judge, task, fixture_solution):
+    big = _scaled(task, 1 << 21)  # 2 GB in, 2 GB out
+    v = judge.verify(big, fixture_solution("cuda/correct"))
+    assert v.status == "ok", v.feedback
+    assert v.settings.get("outputs_compared_on") == "gpu", v.notes
+    assert all(c.passed and c.elements == (1 << 29) for c in v.checks)
+    assert not v.precision.get("reduced") and v.precision.get("candidate_error") is not None
+
+    wrong = judge.verify(big, fixture_solution("cuda/wrong_values"))
+    assert wrong.status == "incorrect" and "worst at output[" in wrong.error
+    assert wrong.settings.get("outputs_compared_on") == "gpu"
+
+
+def test_a_timed_large_output_is_rechecked_through_the_exchange_buffer(judge, task, fixture_solution):
+    v = judge.judge(_scaled(task, 1 << 19), fixture_solution("cuda/correct"))  # 512 MB out
+    assert v.status == "ok", v.feedback
+    assert v.settings.get("outputs_compared_on") == "gpu", v.notes
+    timed = [c for c in v.checks if c.phase == "timing"]
+    assert timed and all(c.passed for c in timed)
