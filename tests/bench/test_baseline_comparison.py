@@ -49,3 +49,20 @@ def test_outliers_are_listed_with_the_reason_the_numbers_give():
 def test_a_problem_faster_here_in_one_mode_and_slower_in_the_other():
     reason = likely_reason({"eager": 0.5, "compile": 1.6}, {"eager": 1.0, "compile": 1.0}, 0.1)
     assert "opposite directions" in reason
+
+
+def test_training_mode_layers_and_far_off_eager_times_are_named():
+    references = [_reference(1, "33_BatchNorm.py", 3.5, 2.8), _reference(1, "12_Diag.py", 0.5, 0.5)]
+    theirs = _theirs({"level1/33_BatchNorm.py": (8.8, 4.4), "level1/12_Diag.py": (2.7, 2.7)})
+    result = compare(references, theirs, min_ms=0.1, train_mode_differs={"level1/33_BatchNorm.py"})
+    reasons = {row["name"]: row["reason"] for row in result["outliers"]}
+    assert reasons["33_BatchNorm.py"].startswith("the model has BatchNorm or dropout layers")
+    assert "training mode" in reasons["33_BatchNorm.py"]
+    assert "over 2x off in eager" in reasons["12_Diag.py"] and "over 2x" not in reasons["33_BatchNorm.py"]
+
+
+def test_mode_dependent_sources():
+    from cuda_agent.bench.baseline_comparison import mode_dependent
+
+    assert mode_dependent("self.bn = nn.BatchNorm2d(c)") and mode_dependent("x = F.dropout(x, 0.1)")
+    assert not mode_dependent("self.norm = nn.LayerNorm(c)")

@@ -5,12 +5,14 @@ exported files do too), so the ratio ours/theirs compares like with like. A prob
 the ratio is off by more than ``OUTLIER`` (25%) in either mode, with the likeliest reason read from
 the numbers themselves: a time too short to measure, both modes off together (the hardware or the
 CUDA libraries: cuBLAS, cuDNN), or one mode alone (that mode's software: ATen's kernels for eager,
-the compiler's generated code for torch.compile).
+the compiler's generated code for torch.compile), or a model with BatchNorm or dropout layers,
+which KernelBench times in training mode and the judge in eval mode.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 from typing import Any
@@ -43,11 +45,24 @@ def _off(ratio: float | None) -> bool:
     return ratio is not None and abs(ratio - 1.0) > OUTLIER
 
 
-def likely_reason(ratios: dict[str, float | None], ours_ms: dict[str, float | None], min_ms: float) -> str:
+# Layers that compute otherwise in training mode: KernelBench times the model as constructed (in
+# training mode), the judge in eval mode, as the paper's verification does.
+MODE_DEPENDENT = re.compile(r"BatchNorm|[Dd]ropout|batch_norm")
+
+
+def mode_dependent(source: str) -> bool:
+    return bool(MODE_DEPENDENT.search(source))
+
+
+def likely_reason(ratios: dict[str, float | None], ours_ms: dict[str, float | None], min_ms: float,
+                  train_mode_differs: bool = False) -> str:
     """Why a problem's times differ from KernelBench's, as far as the two sides' numbers tell."""
     if any(ms is not None and ms < min_ms for ms in ours_ms.values()):
         return (f"under {min_ms:g} ms here: launch overhead and timer resolution are a large part of "
                 "the time on both sides")
+    if train_mode_differs:
+        return ("the model has BatchNorm or dropout layers: KernelBench times it in training mode (batch "
+                "statistics, live dropout), the judge in eval mode, as the paper's verification builds it")
     eager, compiled = ratios.get("eager"), ratios.get("compile")
     if _off(eager) and _off(compiled) and (eager - 1.0) * (compiled - 1.0) > 0:
         side = "slower" if eager > 1.0 else "faster"
@@ -62,9 +77,11 @@ def likely_reason(ratios: dict[str, float | None], ours_ms: dict[str, float | No
     return "the two modes are off in opposite directions: the problem runs differently here in each"
 
 
-def compare(references: list[dict], imported: dict[str, dict[str, dict]], min_ms: float = 0.1) -> dict[str, Any]:
+def compare(references: list[dict], imported: dict[str, dict[str, dict]], min_ms: float = 0.1,
+            train_mode_differs: set[str] = frozenset()) -> dict[str, Any]:
     """``references``: our reference checks (a report's ``references``); ``imported``: KernelBench's
-    files as ``kb_timing.import_baselines`` reads them."""
+    files as ``kb_timing.import_baselines`` reads them; ``train_mode_differs``: the problems
+    ("level1/33_BatchNorm.py") whose models compute otherwise in training mode."""
     ratios: dict[str, list[float]] = {mode: [] for mode in MODES}
     by_level: dict[str, dict[str, list[float]]] = {}
     problems, outliers, unmatched = [], [], []
@@ -91,7 +108,13 @@ def compare(references: list[dict], imported: dict[str, dict[str, dict]], min_ms
         problems.append(row)
         row_ratios = {mode: row[f"{mode}_ratio"] for mode in MODES}
         if any(_off(r) for r in row_ratios.values()):
-            row["reason"] = likely_reason(row_ratios, {m: row[f"{m}_ours_ms"] for m in MODES}, min_ms)
+            row["reason"] = likely_reason(row_ratios, {m: row[f"{m}_ours_ms"] for m in MODES}, min_ms,
+                                          key in train_mode_differs)
+            if key not in train_mode_differs and row["eager_ratio"] is not None \
+                    and not 0.5 <= row["eager_ratio"] <= 2.0:
+                row["reason"] += ("; over 2x off in eager, where the two sides agree within a few percent on "
+                                  "most problems: check that the problem has not changed since KernelBench's "
+                                  "file was made")
             outliers.append(row)
     theirs_hardware = theirs_hardware or next((entry.get("hardware") for table in imported.values()
                                                for entry in table.values()), None)

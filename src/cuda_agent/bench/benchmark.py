@@ -15,7 +15,7 @@ from ..errors import BenchmarkError
 from ..files import write_atomic
 from ..judge.config import JudgeConfig
 from .assemble import build_report
-from .baseline_comparison import compare, write_comparison
+from .baseline_comparison import compare, mode_dependent, write_comparison
 from .kb_timing import export_baselines, import_baselines
 from .kernelbench import Problem, discover
 from .report import write_report
@@ -143,7 +143,9 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
         written.update({f"baselines_{k}": v for k, v in
                         export_baselines(Path(options.export_baselines), entries, hardware).items()})
     if theirs is not None:
-        comparison = compare(report["references"], theirs, options.min_baseline_ms)
+        differs = {problem.key for items in problems.values() for problem in items
+                   if mode_dependent(problem.task().source)}
+        comparison = compare(report["references"], theirs, options.min_baseline_ms, differs)
         written.update(write_comparison(options.out, comparison))
     if failure is not None:
         raise failure
