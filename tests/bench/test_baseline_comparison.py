@@ -66,3 +66,12 @@ def test_mode_dependent_sources():
 
     assert mode_dependent("self.bn = nn.BatchNorm2d(c)") and mode_dependent("x = F.dropout(x, 0.1)")
     assert not mode_dependent("self.norm = nn.LayerNorm(c)")
+
+
+def test_the_spread_without_training_mode_layers_leaves_them_out():
+    references = [_reference(1, "1_A.py", 1.0, 1.0), _reference(1, "2_BN.py", 0.4, 0.4)]
+    theirs = _theirs({"level1/1_A.py": (1.0, 1.0), "level1/2_BN.py": (1.0, 1.0)})
+    result = compare(references, theirs, train_mode_differs={"level1/2_BN.py"})
+    assert result["modes"]["eager"]["problems"] == 2
+    assert result["modes_without_training_mode_layers"]["eager"] == spread([1.0])
+    assert "| all without BatchNorm or dropout | eager | 1 |" in to_markdown(result)

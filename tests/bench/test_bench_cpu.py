@@ -12,6 +12,7 @@ import math
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -192,9 +193,10 @@ def test_baselines_only_times_every_reference_and_compares_with_kernelbench(benc
         (theirs / name).write_text(json.dumps(table))
 
     out = bench["root"] / "baselines"
-    report, written = run_benchmark(BenchOptions(
-        kernelbench=FIXTURE, out=out, levels=[1], baselines_only=True, compare_baselines=theirs,
-        export_baselines=out / "timing", judge=judge_config(), min_baseline_ms=MIN_BASELINE_MS))
+    options = BenchOptions(kernelbench=FIXTURE, out=out, levels=[1], baselines_only=True, compare_baselines=theirs,
+                           export_baselines=out / "timing", judge=judge_config(), min_baseline_ms=MIN_BASELINE_MS,
+                           jobs_per_gpu=2)
+    report, written = run_benchmark(options)
 
     level1 = sorted(p.name for p in (FIXTURE / "KernelBench" / "level1").glob("[0-9]*.py"))
     assert report["baselines"]["1"]["timed"] == report["baselines"]["all"]["timed"] == len(level1)
@@ -211,7 +213,14 @@ def test_baselines_only_times_every_reference_and_compares_with_kernelbench(benc
     assert "eager alone slower" in outlier["reason"]
     table = written["comparison_table"].read_text()
     assert "| L1 1_Scale_Shift.py |" in table and "Not in KernelBench's files: level1/2_Softsign.py" in table
-    assert "## Baselines" in written["markdown"].read_text()
+    markdown = written["markdown"].read_text()
+    assert "## Baselines" in markdown and "| 1 | 1 | 1_Scale_Shift.py |" in markdown
+    assert "Table 1" not in markdown  # no solutions: no pass rates
+
+    # Rebuilt later without judging: the settings are still those the results were judged with.
+    rebuilt, _ = run_benchmark(replace(options, report_only=True, jobs_per_gpu=None))
+    assert rebuilt["settings"]["jobs_per_gpu"] == 2 and rebuilt["settings"]["backend"] == "cpu"
+    assert rebuilt["baselines"] == report["baselines"]
 
 
 def test_baselines_only_refuses_solutions(tmp_path, judge_config):

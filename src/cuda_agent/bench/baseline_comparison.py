@@ -83,6 +83,7 @@ def compare(references: list[dict], imported: dict[str, dict[str, dict]], min_ms
     files as ``kb_timing.import_baselines`` reads them; ``train_mode_differs``: the problems
     ("level1/33_BatchNorm.py") whose models compute otherwise in training mode."""
     ratios: dict[str, list[float]] = {mode: [] for mode in MODES}
+    same_model: dict[str, list[float]] = {mode: [] for mode in MODES}  # no training-mode layers
     by_level: dict[str, dict[str, list[float]]] = {}
     problems, outliers, unmatched = [], [], []
     theirs_hardware = None
@@ -101,6 +102,8 @@ def compare(references: list[dict], imported: dict[str, dict[str, dict]], min_ms
             if ratio is not None:
                 found = True
                 ratios[mode].append(ratio)
+                if key not in train_mode_differs:
+                    same_model[mode].append(ratio)
                 by_level.setdefault(str(reference["level"]), {m: [] for m in MODES})[mode].append(ratio)
         if not found:
             unmatched.append(key)
@@ -124,6 +127,7 @@ def compare(references: list[dict], imported: dict[str, dict[str, dict]], min_ms
             "statistic": "mean over timed calls, in ms, on both sides; ratio = ours / theirs",
             "outlier_band": OUTLIER,
             "modes": {mode: spread(ratios[mode]) for mode in MODES},
+            "modes_without_training_mode_layers": {mode: spread(same_model[mode]) for mode in MODES},
             "levels": {level: {mode: spread(values[mode]) for mode in MODES}
                        for level, values in sorted(by_level.items(), key=lambda kv: int(kv[0]))},
             "outliers": outliers, "problems": problems, "unmatched": unmatched}
@@ -141,7 +145,9 @@ def to_markdown(comparison: dict[str, Any]) -> str:
              f"{comparison['outlier_band']:.0%} in either mode.", "",
              "| subset | mode | problems | median | p10-p90 | p25-p75 | min-max | within 25% |",
              "|---|---|---|---|---|---|---|---|"]
-    subsets = [("all", comparison["modes"])] + [(f"level {k}", v) for k, v in comparison["levels"].items()]
+    subsets = [("all", comparison["modes"]),
+               ("all without BatchNorm or dropout", comparison["modes_without_training_mode_layers"])] + \
+        [(f"level {k}", v) for k, v in comparison["levels"].items()]
     for name, modes in subsets:
         for mode in MODES:
             s = modes[mode]

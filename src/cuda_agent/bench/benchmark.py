@@ -98,6 +98,9 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
     try:
         if not options.report_only:
             _check_run_settings(options.out, backend, options.judge)
+            # How this call judges, for a report rebuilt later with --report-only.
+            write_atomic(options.out / LAST_RUN_FILE, json.dumps({"gpus": gpus, "jobs_per_gpu": jobs,
+                                                                  "pool": options.pool}))
         if not pools and not options.report_only:
             pools = [make_pool("local", replace(options.judge, backend=backend, device_index=i), jobs)
                      for i in range(gpus)]
@@ -126,7 +129,7 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
 
     settings = {"backend": backend, "gpus": gpus, "jobs_per_gpu": jobs, "pool": options.pool, "levels": options.levels,
                 "problems": {str(level): [p.problem_id for p in items] for level, items in problems.items()},
-                "min_baseline_ms": options.min_baseline_ms,
+                "min_baseline_ms": options.min_baseline_ms, "baselines_only": options.baselines_only,
                 "baselines": f"imported from {options.import_baselines} (KernelBench means)" if imported
                              else "measured by the judge (medians)",
                 "judge": _judge_settings(options.judge),
@@ -153,14 +156,26 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
 
 
 def _earlier_run_settings(out: Path) -> dict:
-    try:
+    """The settings the recorded results were judged with: the backend and judge settings
+    (OUT/run.json), and the last judging call's pool, GPUs and evaluations at once."""
+    found = {}
+    try:  # an older run's folder has no last_run.json: its report says how it ran
         earlier = json.loads((out / "report.json").read_text())["settings"]
+        found.update({key: earlier[key] for key in ("gpus", "jobs_per_gpu", "pool") if key in earlier})
     except (OSError, ValueError, KeyError, TypeError):
-        return {}
-    return {key: earlier[key] for key in ("backend", "gpus", "jobs_per_gpu", "judge") if key in earlier}
+        pass
+    for name in (RUN_FILE, LAST_RUN_FILE):
+        try:
+            found.update(json.loads((out / name).read_text()))
+        except (OSError, ValueError, TypeError):
+            continue
+    judge = {key: value for key, value in found.items() if key not in ("backend", "gpus", "jobs_per_gpu", "pool")}
+    return {**{key: found[key] for key in ("backend", "gpus", "jobs_per_gpu", "pool") if key in found},
+            **({"judge": judge} if judge else {})}
 
 
 RUN_FILE = "run.json"
+LAST_RUN_FILE = "last_run.json"
 
 
 def _check_run_settings(out: Path, backend: str, judge: JudgeConfig) -> None:

@@ -122,6 +122,9 @@ def render_markdown(report: dict) -> str:
         out.append(f"Device: {_kv(report['device'])}.")
     if report.get("settings"):
         out.append(f"Settings: {_kv(report['settings'])}.")
+    if (report.get("settings") or {}).get("baselines_only"):
+        return "\n".join(out + [""] + _baselines_section(report) + _flagged_section(report)
+                         + _reference_table(report)) + "\n"
     out += ["", "## Results (layout of the CUDA Agent paper, Table 1)", "",
             "| subset | model | pass | faster vs eager | faster vs compile | speed-up vs eager "
             "| speed-up vs compile |",
@@ -150,16 +153,7 @@ def render_markdown(report: dict) -> str:
             out.append(f"| vs {b} | " + " | ".join(percent(row.get(k)) for k in keys) + " |")
         out.append("")
 
-    out += ["## Baselines", "",
-            "Every problem's reference, checked and timed here (means over timed calls; check time is "
-            "the sum of each check's own seconds, which overlap when checks run at once).", "",
-            "| subset | problems | checked | timed | flagged | eager total | compile total | check time |",
-            "|---|---|---|---|---|---|---|---|"]
-    for subset, b in (report.get("baselines") or {}).items():
-        out.append(f"| {'all' if subset == 'all' else 'level ' + subset} | {b['problems']} | {b['checked']} | "
-                   f"{b['timed']} | {b['flagged']} | {b['eager_ms_total']:.1f} ms | {b['compile_ms_total']:.1f} ms | "
-                   f"{b['check_seconds']:.0f} s |")
-    out.append("")
+    out += _baselines_section(report)
 
     out += ["## Rooflines", ""]
     if report.get("rooflines"):
@@ -171,18 +165,7 @@ def render_markdown(report: dict) -> str:
         out += [NOT_ON_CPU + "." if backend == "cpu" else "None drawn: no judged problem has a roofline.", ""]
 
     problems = sorted(report.get("problems", []), key=lambda r: (r["level"], r["problem_id"]))
-    flagged = [r for r in problems if r.get("flags")]
-    out += ["## Flagged problems", ""]
-    if not flagged:
-        out += ["None.", ""]
-    else:
-        for r in flagged:
-            out.append(f"- Level {r['level']} problem {r['problem_id']} "
-                       f"({_cell(r.get('name', ''))}): {', '.join(r['flags'])}")
-        out += ["", "Flags:"]
-        for flag in sorted({f for r in flagged for f in r["flags"]}):
-            out.append(f"- `{flag}`: {FLAG_MEANINGS.get(flag, 'no description')}")
-        out.append("")
+    out += _flagged_section(report)
 
     out += ["## Problems", "",
             "| level | id | name | status | speed-up vs eager | speed-up vs compile | flags "
@@ -195,6 +178,44 @@ def render_markdown(report: dict) -> str:
             f"{times(r.get('speedup_vs_compile'), '-')} | {_cell(', '.join(r.get('flags') or []))} | "
             f"{_cell(r.get('error') or '', 80)} |")
     return "\n".join(out) + "\n"
+
+
+def _baselines_section(report: dict) -> list[str]:
+    out = ["## Baselines", "",
+           "Every problem's reference, checked and timed here (means over timed calls; check time is "
+           "the sum of each check's own seconds, which overlap when checks run at once).", "",
+           "| subset | problems | checked | timed | flagged | eager total | compile total | check time |",
+           "|---|---|---|---|---|---|---|---|"]
+    for subset, b in (report.get("baselines") or {}).items():
+        out.append(f"| {'all' if subset == 'all' else 'level ' + subset} | {b['problems']} | {b['checked']} | "
+                   f"{b['timed']} | {b['flagged']} | {b['eager_ms_total']:.1f} ms | {b['compile_ms_total']:.1f} ms | "
+                   f"{b['check_seconds']:.0f} s |")
+    return out + [""]
+
+
+def _reference_table(report: dict) -> list[str]:
+    def ms(stats: dict | None) -> str:
+        return f"{stats['mean_ms']:.4g} / {stats['median_ms']:.4g}" if stats else "-"
+
+    out = ["## Every reference", "", "| level | id | name | eager mean / median (ms) | compile mean / median (ms) | "
+           "flags | error |", "|---|---|---|---|---|---|---|"]
+    for r in sorted(report.get("references", []), key=lambda r: (r["level"], r["problem_id"])):
+        out.append(f"| {r['level']} | {r['problem_id']} | {_cell(r['name'])} | {ms(r.get('eager'))} | "
+                   f"{ms(r.get('compile'))} | {_cell(', '.join(r.get('flags') or []))} | {_cell(r.get('error') or '', 80)} |")
+    return out + [""]
+
+
+def _flagged_section(report: dict) -> list[str]:
+    problems = sorted(report.get("problems", []), key=lambda r: (r["level"], r["problem_id"]))
+    flagged = [r for r in problems if r.get("flags")]
+    out = ["## Flagged problems", ""]
+    if not flagged:
+        return out + ["None.", ""]
+    for r in flagged:
+        out.append(f"- Level {r['level']} problem {r['problem_id']} ({_cell(r.get('name', ''))}): {', '.join(r['flags'])}")
+    out += ["", "Flags:"]
+    out += [f"- `{flag}`: {FLAG_MEANINGS.get(flag, 'no description')}" for flag in sorted({f for r in flagged for f in r["flags"]})]
+    return out + [""]
 
 
 def _speedups(records: list[dict], baseline: str) -> list[float]:
