@@ -6,7 +6,9 @@
 # benchmark, and `cuda-agent bench` over a KernelBench checkout ($KERNELBENCH, default
 # ./.kernelbench) with the hand-written solutions of examples/kernelbench, and its throughput
 # (THROUGHPUT_FLAGS="--jobs 1,2,4" for one row per judges-per-GPU; "--pools local,ray,local"
-# where Ray is installed), and honest judges refused under load.
+# where Ray is installed), and honest judges refused under load. Named only, not in "all": the
+# verify stage with outputs compared on the GPU and on the host (compare), and every KernelBench
+# reference timed and compared with KernelBench's files (baselines, resumable).
 # Results go to $OUT (default ./gpu-results).
 #
 #   scripts/gpu_check.sh            # all
