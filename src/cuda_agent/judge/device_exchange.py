@@ -62,12 +62,14 @@ def place(output: Any, buffer: torch.Tensor, slots: list[list[Any]]) -> Any:
     """Candidate side: copy each tensor of ``output`` into its slot of ``buffer`` (a uint8 view
     of the mapped exchange buffer) where it matches the slot, and return the output with every
     tensor replaced by its SharedTensor."""
-    found = iter(range(len(leaves(output))))
+    names = {dtype: name for name, dtype in DTYPES.items()}
+    seen = 0  # tensors visited so far, in the slots' order
 
     def visit(value: Any) -> Any:
+        nonlocal seen
         if isinstance(value, torch.Tensor):
-            k = next(found)
-            name = next((n for n, d in DTYPES.items() if d == value.dtype), None)
+            k, seen = seen, seen + 1
+            name = names.get(value.dtype)
             if name is None:
                 raise TypeError(f"unsupported tensor dtype {value.dtype}")
             shape = tuple(value.shape)
