@@ -230,10 +230,7 @@ def bench(
     from .bench.kernelbench import parse_levels, parse_selection
     from .bench.benchmark import BenchOptions, run_benchmark
 
-    if baselines_only and (solutions is not None or model is not None):
-        raise CudaAgentError("--baselines-only times the references alone: drop --solutions and --model")
-    if not baselines_only and (solutions is None) == (model is None):
-        raise CudaAgentError("give either --solutions DIR or --model NAME (or --baselines-only)")
+    # run_benchmark refuses a wrong combination of --solutions, --model and --baselines-only.
     name = label or (model.replace("/", "_") if model else Path(solutions).resolve().name if solutions else "baselines")
     config = _config(device, cache_dir)
     if timing_seconds is not None:

@@ -220,13 +220,15 @@ PRECISION_FACTOR = 256.0
 PRECISION_FLOOR = 2.0 ** -14
 
 
-def _float_leaves(value: Any) -> list:
+def tensor_leaves(value: Any) -> list:
+    """The tensors of an output in a fixed order (dict entries by key): how two outputs of one
+    structure are paired tensor by tensor."""
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _float_leaves(v)]
+        return [t for v in value for t in tensor_leaves(v)]
     if isinstance(value, dict):
-        return [t for k in sorted(value) for t in _float_leaves(value[k])]
+        return [t for k in sorted(value, key=str) for t in tensor_leaves(value[k])]
     return []
 
 
@@ -236,7 +238,7 @@ def float64_norms(reference: Any, exact: Any) -> dict[str, float] | None:
     backend), in float64 over the float32 outputs' places where ``exact`` is finite: the
     reference's own squared error ``||r - exact||^2`` and ``||exact||^2``. Two numbers cross to
     the judge instead of a float64 copy of the output. None when the structures differ."""
-    refs, exacts = _float_leaves(reference), _float_leaves(exact)
+    refs, exacts = tensor_leaves(reference), tensor_leaves(exact)
     if len(refs) != len(exacts):
         return None
     reference_sq = norm_sq = 0.0
@@ -260,7 +262,7 @@ def float32_errors(candidate: Any, reference: Any, norms: dict[str, float]) -> t
     error of ``||c - exact|| / ||exact||``, and the bound it is held to is at least 256 times that
     error, so it decides as the float64 comparison would except within 1/256 of the bound.
     None when there are no float32 outputs to judge or the structures differ."""
-    cands, refs = _float_leaves(candidate), _float_leaves(reference)
+    cands, refs = tensor_leaves(candidate), tensor_leaves(reference)
     if len(cands) != len(refs) or not isinstance(norms, dict):
         return None
     cand_sq = 0.0
@@ -277,6 +279,16 @@ def float32_errors(candidate: Any, reference: Any, norms: dict[str, float]) -> t
             or not math.isfinite(cand_sq + reference_sq + norm_sq):
         return None
     return math.sqrt(cand_sq / norm_sq), math.sqrt(reference_sq / norm_sq)
+
+
+def checked_float32_errors(check: CheckResult, candidate: Any, reference: Any,
+                           norms: Any) -> tuple[float, float] | None:
+    """``float32_errors`` of a check that passed, where the reference's float64 run was measured
+    (``norms`` from ``float64_norms``); None otherwise: a failed check pays nothing anyway, and an
+    unmeasured run is reported from ``norms`` itself."""
+    if not check.passed or not isinstance(norms, dict) or norms.get("unmeasured"):
+        return None
+    return float32_errors(candidate, reference, norms)
 
 
 def allowed_float32_error(reference_error: float) -> float:

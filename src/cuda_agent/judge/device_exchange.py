@@ -21,39 +21,27 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 from typing import Any
 
 import torch
 
-from .protocol import DTYPES, SharedTensor
+from .correctness import tensor_leaves
+from .protocol import DTYPE_NAMES, DTYPES, SharedTensor
 
 ALIGN = 256  # slot offsets: aligned for every dtype and for coalesced copies
 
 
-def leaves(value: Any) -> list[Any]:
-    """The tensors of an output in a fixed order (dict entries by key), the order slots follow."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in leaves(v)]
-    if isinstance(value, dict):
-        return [t for k in sorted(value, key=str) for t in leaves(value[k])]
-    return []
-
-
 def _nbytes(dtype: torch.dtype, shape: tuple[int, ...]) -> int:
-    numel = 1
-    for size in shape:
-        numel *= size
-    return numel * torch.empty(0, dtype=dtype).element_size()
+    return math.prod(shape) * dtype.itemsize
 
 
 def layout(output: Any) -> tuple[list[list[Any]], int]:
-    """The slots of an output's tensors ([dtype name, shape, offset] each) and the bytes they need."""
-    names = {dtype: name for name, dtype in DTYPES.items()}
+    """The slots of an output's tensors ([dtype name, shape, offset] each), in the order of
+    ``correctness.tensor_leaves``, and the bytes they need."""
     slots, offset = [], 0
-    for tensor in leaves(output):
-        slots.append([names[tensor.dtype], list(tensor.shape), offset])
+    for tensor in tensor_leaves(output):
+        slots.append([DTYPE_NAMES[tensor.dtype], list(tensor.shape), offset])
         offset += -(-_nbytes(tensor.dtype, tuple(tensor.shape)) // ALIGN) * ALIGN
     return slots, max(offset, ALIGN)
 
@@ -62,14 +50,13 @@ def place(output: Any, buffer: torch.Tensor, slots: list[list[Any]]) -> Any:
     """Candidate side: copy each tensor of ``output`` into its slot of ``buffer`` (a uint8 view
     of the mapped exchange buffer) where it matches the slot, and return the output with every
     tensor replaced by its SharedTensor."""
-    names = {dtype: name for name, dtype in DTYPES.items()}
     seen = 0  # tensors visited so far, in the slots' order
 
     def visit(value: Any) -> Any:
         nonlocal seen
         if isinstance(value, torch.Tensor):
             k, seen = seen, seen + 1
-            name = names.get(value.dtype)
+            name = DTYPE_NAMES.get(value.dtype)
             if name is None:
                 raise TypeError(f"unsupported tensor dtype {value.dtype}")
             shape = tuple(value.shape)
@@ -108,8 +95,7 @@ def rebuild(description: Any, buffer: torch.Tensor) -> tuple[Any, bool]:
                 complete = False
                 return torch.empty(value.shape, dtype=dtype, device="meta")
             nbytes = _nbytes(dtype, value.shape)
-            itemsize = torch.empty(0, dtype=dtype).element_size()
-            if value.offset % itemsize or value.offset + nbytes > buffer.numel():
+            if value.offset % dtype.itemsize or value.offset + nbytes > buffer.numel():
                 raise MalformedOutput(f"a tensor of {nbytes} bytes at offset {value.offset} does not fit the "
                                       f"exchange buffer of {buffer.numel()} bytes")
             return buffer[value.offset:value.offset + nbytes].view(dtype).view(value.shape)

@@ -28,7 +28,7 @@ DTYPES: dict[str, torch.dtype] = {
                  "uint8", "bool", "complex64", "complex128")
     if hasattr(torch, name)
 }
-_DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 
 
 @dataclass(frozen=True)
@@ -79,14 +79,14 @@ def _encode(value: Any, buffers: list[memoryview]) -> Any:
         if type(value) not in (torch.Tensor, torch.nn.Parameter):  # no subclasses: they can defer work
             raise TypeError(f"cannot send a {type(value).__name__}: only plain torch.Tensor")
         tensor = value.detach()
-        if tensor.dtype not in _DTYPE_NAMES:
+        if tensor.dtype not in DTYPE_NAMES:
             raise TypeError(f"unsupported tensor dtype {tensor.dtype}")
         if tensor.device.type != "cpu":
             tensor = tensor.cpu()
         flat = tensor.contiguous().reshape(-1)
         raw = flat.view(torch.uint8) if flat.numel() else torch.empty(0, dtype=torch.uint8)
         buffers.append(memoryview(raw.numpy()).cast("B"))
-        return {"__tensor__": len(buffers) - 1, "dtype": _DTYPE_NAMES[tensor.dtype],
+        return {"__tensor__": len(buffers) - 1, "dtype": DTYPE_NAMES[tensor.dtype],
                 "shape": list(tensor.shape), "device": value.device.type}
     if isinstance(value, SharedTensor):
         return {"__shared__": [value.dtype, list(value.shape), value.offset]}

@@ -523,7 +523,7 @@ class Worker:
         if self.role == "reference" and msg.get("hold"):
             self._hold(str(msg["hold"]), output, reply, bool(msg.get("exchange")))
         if self.role == "candidate" and msg.get("exchange"):
-            self._share(output, msg["exchange"], reply, "output")
+            reply["output"] = self._share(output, msg["exchange"], reply)
         return reply
 
     def _hold(self, name: str, output: Any, reply: dict, exchange: bool) -> None:
@@ -549,9 +549,10 @@ class Worker:
         self.held_norms[name] = reply.get("float64")
         reply["output"] = None
 
-    def _share(self, output: Any, exchange: dict, reply: dict, field: str) -> None:
-        """Candidate: copy ``output`` into the reference's exchange buffer and reply with its
-        description; where the buffer cannot be mapped, the output goes whole, with the reason."""
+    def _share(self, output: Any, exchange: dict, reply: dict) -> Any:
+        """Candidate: copy ``output`` into the reference's exchange buffer and return its
+        description; where the buffer cannot be mapped, the output itself, to go whole, with the
+        reason in ``reply``."""
         from . import device_exchange
 
         handle = str(exchange["handle"])
@@ -560,9 +561,10 @@ class Worker:
                 self.mapped[handle] = device_exchange.MappedBuffer(handle)
         except device_exchange.ExchangeUnavailable as exc:
             reply["exchange_error"] = str(exc)
-            return
-        reply[field] = device_exchange.place(output, self.mapped[handle].tensor, list(exchange["slots"]))
+            return output
+        description = device_exchange.place(output, self.mapped[handle].tensor, list(exchange["slots"]))
         self.synchronize()  # the copies are complete before the reference reads them
+        return description
 
     def compare_exchanged(self, msg: dict) -> dict:
         """Reference: the candidate's output, rebuilt from its description as views of the exchange
@@ -571,7 +573,7 @@ class Worker:
         that does not fit the buffer, or that claims a tensor matching the reference's dtype and
         shape was not copied, fails the check."""
         from . import device_exchange
-        from .correctness import CheckResult, compare_outputs, float32_errors
+        from .correctness import CheckResult, checked_float32_errors, compare_outputs
 
         name, index, phase = str(msg["hold"]), int(msg["index"]), str(msg["phase"])
         tolerance = msg["tolerance"]
@@ -587,9 +589,7 @@ class Worker:
         if check.passed and not complete:
             check = CheckResult(index, False, phase=phase, message=(
                 "the candidate's process left out of the exchange buffer a tensor that matches the reference's"))
-        errors = None
-        if check.passed and isinstance(norms, dict) and not norms.get("unmeasured"):
-            errors = float32_errors(candidate, expected, norms)
+        errors = checked_float32_errors(check, candidate, expected, norms)
         return {"check": check.to_dict(), "float32_errors": list(errors) if errors else None}
 
     def held_output(self, msg: dict) -> dict:
@@ -790,9 +790,7 @@ class Worker:
         """Candidate: kept outputs of timed calls; with ``exchange``, one, into the exchange buffer."""
         reply: dict[str, Any] = {"outputs": [self.kept[i] for i in msg["indices"]]}
         if msg.get("exchange") and len(reply["outputs"]) == 1:
-            self._share(reply["outputs"][0], msg["exchange"], reply, "shared")
-            if "shared" in reply:
-                reply["outputs"] = [reply.pop("shared")]
+            reply["outputs"] = [self._share(reply["outputs"][0], msg["exchange"], reply)]
         return reply
 
     def workload(self, msg: dict) -> dict:
