@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,22 @@ def test_memory_limit_reason_survives_the_closed_channel(idle_worker, monkeypatc
     error = _channel_closes_mid_request(idle_worker, monkeypatch, memory_flagged=True)
     assert error.kind == "runtime_error"
     assert "exceeded its memory limit of 0.5 GiB" in error.message
+
+
+def test_closing_twice_leaves_descriptors_opened_since_alone(idle_worker):
+    """The judge closes a worker early (before the baselines) and again when its run ends; the
+    second close must not close whatever has reused the channel's descriptor numbers."""
+    channel = {idle_worker._send_fd, idle_worker._recv_fd}
+    idle_worker.close()
+    opened = []
+    while not channel & {fd for pair in opened for fd in pair}:  # the lowest free numbers come back first
+        opened.append(os.pipe())
+    try:
+        idle_worker.close()
+        for pair in opened:
+            for fd in pair:
+                os.fstat(fd)  # raises EBADF if the second close took it
+    finally:
+        for pair in opened:
+            for fd in pair:
+                os.close(fd)

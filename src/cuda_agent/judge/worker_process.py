@@ -82,6 +82,7 @@ class WorkerProcess:
         self.log_path = spec.run_dir / f"{spec.role}.log"
         self._oom = threading.Event()
         self.proc: subprocess.Popen | None = None
+        self._send_fd = self._recv_fd = -1  # the channel, once started
         self._start()
 
     def _start(self) -> None:
@@ -234,17 +235,22 @@ class WorkerProcess:
         return self.exchange({"cmd": cmd, **fields}, timeout_s, max_bytes, what=cmd)
 
     def close(self) -> None:
+        """End the worker and close its channel; closing again does nothing.
+
+        The channel's descriptors are closed exactly once: a second ``os.close`` of the same
+        numbers would close whatever the process (any thread of it) has opened under them since.
+        """
+        if self._send_fd < 0:
+            return
         if self.proc is not None and self.proc.poll() is None:
             try:
                 self.exchange({"cmd": "exit"}, 2)
             except WorkerError:  # any failure to exit politely ends in the kill below
                 pass
         self.kill()
-        for fd in (self._send_fd, self._recv_fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        fds, (self._send_fd, self._recv_fd) = (self._send_fd, self._recv_fd), (-1, -1)
+        for fd in fds:
+            os.close(fd)
         if self.proc is not None:
             try:
                 self.proc.wait(timeout=10)
