@@ -156,3 +156,78 @@ def test_the_kept_outputs_of_timed_calls_go_through_the_buffer_one_at_a_time():
     (description,) = reply["outputs"]
     assert description == SharedTensor("float32", (16,), 0)
     assert torch.equal(buffer[:64].view(torch.float32), expected)
+
+
+@pytest.mark.parametrize("description", [SharedTensor("float32", (1 << 62, 4), None),  # its size overflows
+                                         SharedTensor("float32", (0, 1 << 70), 0)])     # no bytes, no int64 shape
+def test_a_shape_torch_cannot_hold_fails_the_candidate_not_the_reference(description):
+    worker = _reference_worker(torch.ones(64))
+    reply = _compare(worker, description)
+    assert not reply["check"]["passed"] and "malformed" in reply["check"]["message"]
+
+
+def test_values_rewritten_after_they_are_read_change_neither_the_check_nor_the_precision(monkeypatch):
+    """The candidate's process keeps the buffer mapped and may write into it while the reference
+    compares: each value is read once, and the comparison and the float32 error both use that
+    reading. Here every chunk is overwritten with NaN as soon as it has been read, which, read a
+    second time, would hide a bfloat16 candidate's error from the precision sums."""
+    from cuda_agent.judge import correctness
+    from cuda_agent.judge.correctness import float64_norms
+
+    g = torch.Generator().manual_seed(3)
+    expected = torch.randn(1 << 12, generator=g)
+    exact = expected.double() + 1e-9 * torch.randn(1 << 12, generator=g, dtype=torch.float64)
+    norms = float64_norms(expected, exact)
+    slots, _ = layout(expected)
+    reduced = expected.bfloat16().float()  # within the 1e-2 tolerance, far from float32 precision
+
+    honest = _reference_worker(expected, norms)
+    honest_reply = _compare(honest, place(reduced, honest.exchanges[0].tensor, slots))
+    assert honest_reply["check"]["passed"]
+
+    chunks = correctness._wide_chunks
+    monkeypatch.setattr(correctness, "CHUNK_ELEMENTS", 1 << 10)
+
+    def rewritten_after_reading(a, b, wide=torch.float64):
+        for start, a_chunk, b_chunk in chunks(a, b, wide):
+            yield start, a_chunk, b_chunk
+            a.reshape(-1)[start:start + a_chunk.numel()] = float("nan")  # the candidate writes again
+
+    monkeypatch.setattr(correctness, "_wide_chunks", rewritten_after_reading)
+    worker = _reference_worker(expected, norms)
+    reply = _compare(worker, place(reduced, worker.exchanges[0].tensor, slots))
+    assert reply["check"]["passed"]
+    assert reply["float32_errors"] == pytest.approx(honest_reply["float32_errors"], rel=1e-9)
+    assert reply["float32_errors"][0] > 1e-3  # bfloat16's error, still seen
+
+
+def test_chunks_are_copies_even_in_the_compared_dtype():
+    from cuda_agent.judge.correctness import _wide_chunks
+
+    x = torch.ones(10, dtype=torch.float64)
+    (_, a, b), = _wide_chunks(x, x.clone())
+    x.fill_(float("nan"))
+    assert torch.equal(a, torch.ones(10, dtype=torch.float64))
+
+
+def test_a_reference_output_in_host_memory_is_not_given_a_gpu_buffer():
+    worker = Worker()
+    worker.role = "reference"
+    reply = {"output": torch.ones(3)}
+    worker._hold("expected", torch.ones(3), reply, exchange=True)
+    assert "host memory" in reply["exchange_error"] and "exchange" not in reply and not worker.exchanges
+    assert torch.equal(reply["output"], torch.ones(3))  # it goes whole, and is compared on the host
+
+
+def test_the_determinism_probe_holds_a_copy_of_the_first_output():
+    """A model that returns the same tensor on every call, changed in place, must not be held
+    twice under two names: the probe would compare it with itself."""
+    worker = Worker()
+    worker.role = "reference"
+    state = torch.zeros(4)
+    worker._hold("first", (state, [state]), {}, exchange=False, copy=True)
+    state += 1  # the model's next call
+    worker._hold("second", (state, [state]), {}, exchange=False)
+    reply = worker.compare_held({"candidate": "second", "reference": "first",
+                                 "tolerance": {"atol": 1e-2, "rtol": 1e-2, "norm_rtol": None}})
+    assert not reply["check"]["passed"]

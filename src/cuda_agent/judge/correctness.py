@@ -69,6 +69,8 @@ class _Tally:
     worst_excess: float = -math.inf
     problem: str = ""
     values: bool = True   # False: structure, types, dtypes and shapes only
+    float32_sq: float = 0.0       # sum of (c - r)^2 over float32 outputs, where both are finite
+    float32_judged: bool = False  # whether there was a float32 output to sum over
 
     def fail(self, message: str) -> None:
         if not self.problem:
@@ -77,12 +79,16 @@ class _Tally:
 
 def _wide_chunks(a: torch.Tensor, b: torch.Tensor, wide: torch.dtype = torch.float64):
     """(start, a's chunk, b's chunk) over two tensors of one shape, flattened, each chunk of
-    ``CHUNK_ELEMENTS`` widened to ``wide``: the temporaries stay bounded whatever the size."""
+    ``CHUNK_ELEMENTS`` widened to ``wide``: the temporaries stay bounded whatever the size.
+
+    Every chunk is a copy, even where the dtype is already ``wide``: a candidate's output in the
+    exchange buffer (``device_exchange``) stays writable by the candidate's process, so each value
+    is read once and every decision about it is made on that one reading."""
     a_flat, b_flat = a.detach().reshape(-1), b.detach().reshape(-1)
     chunk = CHUNK_ELEMENTS if a_flat.device.type == "cpu" else DEVICE_CHUNK_ELEMENTS
     for start in range(0, a_flat.numel(), chunk):
         stop = start + chunk
-        yield start, a_flat[start:stop].to(wide), b_flat[start:stop].to(wide)
+        yield start, a_flat[start:stop].to(wide, copy=True), b_flat[start:stop].to(wide, copy=True)
 
 
 def _index_str(flat_index: int, shape: tuple[int, ...]) -> str:
@@ -108,7 +114,10 @@ def _compare_tensor(cand: torch.Tensor, ref: torch.Tensor, where: str, atol: flo
         return
     n = ref.numel()
     tally.elements += n
-    if n == 0 or not tally.values:
+    if not tally.values:
+        return
+    tally.float32_judged |= ref.dtype == torch.float32
+    if n == 0:
         return
     if ref.dtype in EXACT_DTYPES:
         bad = cand != ref
@@ -141,6 +150,8 @@ def _compare_tensor(cand: torch.Tensor, ref: torch.Tensor, where: str, atol: flo
             tally.max_rel = max(tally.max_rel, float(rel.max()))
             ref_norm = math.hypot(ref_norm, float(torch.linalg.vector_norm(r[both])))
             err_norm = math.hypot(err_norm, float(torch.linalg.vector_norm(finite_diff)))
+            if ref.dtype == torch.float32:  # in float64, squares of float32 values neither overflow nor underflow
+                tally.float32_sq += float(finite_diff.square().sum())
         chunk_bad = int(bad.sum())
         if chunk_bad:
             count += chunk_bad
@@ -199,16 +210,41 @@ def _compare(cand: Any, ref: Any, where: str, atol: float, rtol: float, tally: _
         tally.fail(f"{where} is {cand!r}, expected {ref!r}")
 
 
+def _tally(candidate: Any, reference: Any, atol: float, rtol: float, norm_rtol: float | None,
+           values: bool) -> _Tally:
+    tally = _Tally(values=values)
+    _compare(candidate, reference, "output", atol, rtol, tally, norm_rtol)
+    return tally
+
+
+def _check_result(tally: _Tally, index: int, phase: str) -> CheckResult:
+    return CheckResult(index=index, passed=not tally.problem, max_abs_error=tally.max_abs,
+                       max_rel_error=tally.max_rel, norm_rel_error=tally.norm_rel, mismatched=tally.mismatched,
+                       elements=tally.elements, worst=tally.worst, message=tally.problem or "ok", phase=phase)
+
+
 def compare_outputs(candidate: Any, reference: Any, index: int, atol: float, rtol: float,
                     phase: str = "verify", norm_rtol: float | None = None, values: bool = True) -> CheckResult:
     """Compare one output structure; ``norm_rtol`` bounds the L2 error (default: the dtype's rtol).
     ``values=False`` compares everything but the values: the structure, types, dtypes and shapes."""
-    tally = _Tally(values=values)
-    _compare(candidate, reference, "output", atol, rtol, tally, norm_rtol)
-    passed = not tally.problem
-    return CheckResult(index=index, passed=passed, max_abs_error=tally.max_abs, max_rel_error=tally.max_rel,
-                       norm_rel_error=tally.norm_rel, mismatched=tally.mismatched, elements=tally.elements, worst=tally.worst,
-                       message=tally.problem or "ok", phase=phase)
+    return _check_result(_tally(candidate, reference, atol, rtol, norm_rtol, values), index, phase)
+
+
+def compare_and_measure(candidate: Any, reference: Any, index: int, atol: float, rtol: float, norms: Any,
+                        phase: str = "verify", norm_rtol: float | None = None,
+                        values: bool = True) -> tuple[CheckResult, tuple[float, float] | None]:
+    """``compare_outputs``, and the float32 errors (``float32_errors``) of a check that passed
+    where the reference's float64 run was measured (``norms`` from ``float64_norms``; otherwise
+    None: a failed check pays nothing anyway, and an unmeasured run is reported from ``norms``).
+
+    Both come from one reading of the candidate's values: an output the candidate's process can
+    still write to (the exchange buffer) cannot pass the comparison with one value and be
+    measured with another."""
+    tally = _tally(candidate, reference, atol, rtol, norm_rtol, values)
+    check = _check_result(tally, index, phase)
+    if not check.passed or not values or not isinstance(norms, dict) or norms.get("unmeasured"):
+        return check, None
+    return check, _float32_errors(tally, norms)
 
 
 # -- precision: an fp32 task computed in less ----------------------------------------------------
@@ -258,37 +294,22 @@ def float32_errors(candidate: Any, reference: Any, norms: dict[str, float]) -> t
     ``float64_norms(reference, exact)``.
 
     The candidate's is measured as its distance from the reference's float32 output,
-    ``||c - r|| / ||exact||``: by the triangle inequality it is within the reference's own
-    error of ``||c - exact|| / ||exact||``, and the bound it is held to is at least 256 times that
-    error, so it decides as the float64 comparison would except within 1/256 of the bound.
-    None when there are no float32 outputs to judge or the structures differ."""
-    cands, refs = tensor_leaves(candidate), tensor_leaves(reference)
-    if len(cands) != len(refs) or not isinstance(norms, dict):
-        return None
-    cand_sq = 0.0
-    judged = False
-    for c, r in zip(cands, refs):
-        if r.dtype != torch.float32 or c.shape != r.shape:
-            continue
-        # In float64, squares of float32 values neither overflow nor underflow.
-        for _, c64, r64 in _wide_chunks(c, r):
-            cand_sq += float(torch.nansum((c64 - r64).square_()))  # NaN: non-finite places, matched already
-        judged = True
-    reference_sq, norm_sq = norms.get("reference_sq"), norms.get("norm_sq")
-    if not judged or not isinstance(reference_sq, float) or not isinstance(norm_sq, float) or norm_sq <= 0.0 \
-            or not math.isfinite(cand_sq + reference_sq + norm_sq):
+    ``||c - r|| / ||exact||``, over the places where both are finite (a check that passed has the
+    same non-finite values as the reference elsewhere): by the triangle inequality it is within
+    the reference's own error of ``||c - exact|| / ||exact||``, and the bound it is held to is at
+    least 256 times that error, so it decides as the float64 comparison would except within 1/256
+    of the bound. Tensors unlike the reference's in dtype or shape are left out; None when
+    there are no float32 outputs to judge."""
+    return _float32_errors(_tally(candidate, reference, 0.0, 0.0, None, True), norms)
+
+
+def _float32_errors(tally: _Tally, norms: Any) -> tuple[float, float] | None:
+    reference_sq, norm_sq = (norms.get("reference_sq"), norms.get("norm_sq")) if isinstance(norms, dict) else (None, None)
+    cand_sq = tally.float32_sq
+    if not tally.float32_judged or not isinstance(reference_sq, float) or not isinstance(norm_sq, float) \
+            or norm_sq <= 0.0 or not math.isfinite(cand_sq + reference_sq + norm_sq):
         return None
     return math.sqrt(cand_sq / norm_sq), math.sqrt(reference_sq / norm_sq)
-
-
-def checked_float32_errors(check: CheckResult, candidate: Any, reference: Any,
-                           norms: Any) -> tuple[float, float] | None:
-    """``float32_errors`` of a check that passed, where the reference's float64 run was measured
-    (``norms`` from ``float64_norms``); None otherwise: a failed check pays nothing anyway, and an
-    unmeasured run is reported from ``norms`` itself."""
-    if not check.passed or not isinstance(norms, dict) or norms.get("unmeasured"):
-        return None
-    return float32_errors(candidate, reference, norms)
 
 
 def allowed_float32_error(reference_error: float) -> float:

@@ -91,14 +91,18 @@ def rebuild(description: Any, buffer: torch.Tensor) -> tuple[Any, bool]:
         nonlocal complete
         if isinstance(value, SharedTensor):
             dtype = DTYPES[value.dtype]
+            nbytes = _nbytes(dtype, value.shape)
             if value.offset is None:
                 complete = False
-                return torch.empty(value.shape, dtype=dtype, device="meta")
-            nbytes = _nbytes(dtype, value.shape)
-            if value.offset % dtype.itemsize or value.offset + nbytes > buffer.numel():
+            elif value.offset % dtype.itemsize or value.offset + nbytes > buffer.numel():
                 raise MalformedOutput(f"a tensor of {nbytes} bytes at offset {value.offset} does not fit the "
                                       f"exchange buffer of {buffer.numel()} bytes")
-            return buffer[value.offset:value.offset + nbytes].view(dtype).view(value.shape)
+            try:  # a shape torch cannot hold (a dimension past int64, a size that overflows) is the candidate's
+                if value.offset is None:
+                    return torch.empty(value.shape, dtype=dtype, device="meta")
+                return buffer[value.offset:value.offset + nbytes].view(dtype).view(value.shape)
+            except (RuntimeError, TypeError, ValueError, OverflowError) as exc:
+                raise MalformedOutput(f"a tensor of shape {list(value.shape)} cannot be described: {exc}") from None
         if isinstance(value, torch.Tensor):
             raise MalformedOutput("a tensor was sent whole where the exchange buffer was expected")
         if isinstance(value, tuple):

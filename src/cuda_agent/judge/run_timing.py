@@ -191,7 +191,8 @@ class RunTiming:
         # Both outputs stay in the reference's process and are compared there, on the device
         # where there is one: a KernelBench output can be several GB.
         for name in ("first", "second"):
-            self._call(self.ref, "run", cfg.call_timeout_s, {"input_seed": seed, "reseed": self._seed(), "hold": name},
+            self._call(self.ref, "run", cfg.call_timeout_s,
+                       {"input_seed": seed, "reseed": self._seed(), "hold": name, "copy": name == "first"},
                        expect={"output": object})
         check = self._call(self.ref, "compare_held", cfg.call_timeout_s,
                            {"candidate": "second", "reference": "first",

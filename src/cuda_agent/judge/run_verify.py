@@ -9,7 +9,7 @@ from typing import Any
 from ..solution import MODEL_FILE
 from . import evidence
 from .audit import TaskAudit
-from .correctness import CheckResult, checked_float32_errors, compare_outputs, precision_report
+from .correctness import CheckResult, compare_and_measure, precision_report
 from .verdict import Violation
 from .worker_process import WorkerError
 from .run_support import _fail, CHECK_TRANSFORMS, check_aliases, check_inputs
@@ -104,9 +104,8 @@ class RunVerification:
                 expected = self._call(self.ref, "held_output", cfg.call_timeout_s, {"hold": "expected"},
                                       expect={"output": object})["output"]
         self.verdict.settings["outputs_compared_on"] = "host"  # once on the host, reported so
-        check = compare_outputs(got["output"], expected, index, cfg.atol, cfg.rtol, phase=phase,
-                                norm_rtol=cfg.norm_rtol)
-        return check, checked_float32_errors(check, got["output"], expected, ref.get("float64"))
+        return compare_and_measure(got["output"], expected, index, cfg.atol, cfg.rtol, ref.get("float64"),
+                                   phase=phase, norm_rtol=cfg.norm_rtol)
 
     def _note_exchange(self, why: str) -> None:
         note = f"outputs compared on the host: the GPU exchange buffer could not be used ({why})"

@@ -243,6 +243,22 @@ class KeptOutputs:
         return True
 
 
+def _copied(value: Any) -> Any:
+    """An output with each tensor copied (tuples, lists and dicts rebuilt around them)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, tuple):
+        items = [_copied(v) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)  # namedtuples too
+    if isinstance(value, list):
+        return [_copied(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    return value
+
+
 def _tensors(value: Any) -> list:
     import torch
 
@@ -521,20 +537,27 @@ class Worker:
         if msg.get("audit"):
             reply["identity_passes"] = self._identity_passes(inputs, output, msg.get("tolerance", (1e-2, 1e-2)))
         if self.role == "reference" and msg.get("hold"):
-            self._hold(str(msg["hold"]), output, reply, bool(msg.get("exchange")))
+            self._hold(str(msg["hold"]), output, reply, bool(msg.get("exchange")), bool(msg.get("copy")))
         if self.role == "candidate" and msg.get("exchange"):
             reply["output"] = self._share(output, msg["exchange"], reply)
         return reply
 
-    def _hold(self, name: str, output: Any, reply: dict, exchange: bool) -> None:
+    def _hold(self, name: str, output: Any, reply: dict, exchange: bool, copy: bool = False) -> None:
         """Keep a reference output where it was computed, for ``compare_held`` or
-        ``compare_exchanged``: it never crosses to the judge. With ``exchange``, the reply carries
+        ``compare_exchanged``: it never crosses to the judge. With ``copy``, a copy of it: a model
+        that returns the same memory on every call would otherwise hold one output under two
+        names, which always agree. With ``exchange``, the reply carries
         the exchange buffer the candidate writes its output into (``device_exchange``), and the
         audit's sample of the output; where CUDA IPC does not work, the output goes whole."""
         from . import device_exchange
         from .audit import sample_output
+        from .correctness import tensor_leaves
 
         if exchange:
+            if any(t.device.type != "cuda" for t in tensor_leaves(output)):
+                # The buffer's views live on the GPU; a tensor in host memory is compared on the host.
+                reply["exchange_error"] = "the reference's output has tensors in host memory"
+                return
             slots, nbytes = device_exchange.layout(output)
             try:
                 if not self.exchanges or self.exchanges[-1].nbytes < nbytes:
@@ -545,7 +568,7 @@ class Worker:
                 return
             reply["exchange"] = {"handle": self.exchanges[-1].handle, "slots": slots}
             reply["sample"] = sample_output(output)
-        self.held[name] = output
+        self.held[name] = _copied(output) if copy else output
         self.held_norms[name] = reply.get("float64")
         reply["output"] = None
 
@@ -573,7 +596,7 @@ class Worker:
         that does not fit the buffer, or that claims a tensor matching the reference's dtype and
         shape was not copied, fails the check."""
         from . import device_exchange
-        from .correctness import CheckResult, checked_float32_errors, compare_outputs
+        from .correctness import CheckResult, compare_and_measure
 
         name, index, phase = str(msg["hold"]), int(msg["index"]), str(msg["phase"])
         tolerance = msg["tolerance"]
@@ -584,12 +607,12 @@ class Worker:
             failed = CheckResult(index, False, message=f"the candidate's description of its output is malformed: {exc}",
                                  phase=phase)
             return {"check": failed.to_dict(), "float32_errors": None}
-        check = compare_outputs(candidate, expected, index, float(tolerance["atol"]), float(tolerance["rtol"]),
-                                phase=phase, norm_rtol=tolerance.get("norm_rtol"), values=complete)
+        check, errors = compare_and_measure(candidate, expected, index, float(tolerance["atol"]),
+                                            float(tolerance["rtol"]), norms, phase=phase,
+                                            norm_rtol=tolerance.get("norm_rtol"), values=complete)
         if check.passed and not complete:
             check = CheckResult(index, False, phase=phase, message=(
                 "the candidate's process left out of the exchange buffer a tensor that matches the reference's"))
-        errors = checked_float32_errors(check, candidate, expected, norms)
         return {"check": check.to_dict(), "float32_errors": list(errors) if errors else None}
 
     def held_output(self, msg: dict) -> dict:
