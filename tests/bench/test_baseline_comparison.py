@@ -75,3 +75,19 @@ def test_the_spread_without_training_mode_layers_leaves_them_out():
     assert result["modes"]["eager"]["problems"] == 2
     assert result["modes_without_training_mode_layers"]["eager"] == spread([1.0])
     assert "| all without BatchNorm or dropout | eager | 1 |" in to_markdown(result)
+
+
+def test_a_problem_not_timed_here_is_not_called_missing_from_their_files():
+    failed = {"level": 1, "problem_id": 3, "name": "3_G.py", "eager": None, "compile": None}
+    theirs = _theirs({"level1/3_G.py": (1.0, 1.0)})
+    result = compare([failed, _reference(1, "4_H.py", 1.0, 1.0)], theirs)
+    assert result["not_timed_here"] == ["level1/3_G.py"] and result["unmatched"] == ["level1/4_H.py"]
+    text = to_markdown(result)
+    assert "not timed here" in text and "Not in KernelBench's files: level1/4_H.py" in text
+
+
+def test_a_mode_not_compared_is_not_said_to_agree():
+    reason = likely_reason({"eager": 2.0, "compile": None}, {"eager": 1.0, "compile": None}, 0.1)
+    assert "torch.compile not compared" in reason and "alone" not in reason
+    reason = likely_reason({"eager": None, "compile": 0.5}, {"eager": None, "compile": 1.0}, 0.1)
+    assert "eager not compared" in reason and "alone" not in reason

@@ -113,3 +113,19 @@ def test_paper_table_is_complete():
     agent = {s: rows[-1] for s, rows in PAPER_TABLE1.items()}
     assert agent["Level 2"]["speedup_vs_compile"] == 2.80
     assert agent["Overall"]["pass_rate"] == 0.988
+
+
+def test_the_baseline_summary_counts_a_failed_reference_once():
+    from cuda_agent.bench.assemble import baseline_summary
+
+    references = [{"level": 1, "name": "1_A.py", "ok": True, "flags": ["baseline_too_fast"], "seconds": 2.0,
+                   "eager": {"mean_ms": 0.05}, "compile": {"mean_ms": 0.04}},
+                  {"level": 1, "name": "2_B.py", "ok": False, "flags": ["reference_failed"], "seconds": 1.0},
+                  {"level": 1, "name": "3_C.py", "ok": True, "flags": [], "seconds": 3.0,
+                   "eager": {"mean_ms": 1.0}, "compile": {"mean_ms": 0.5}}]
+    summary = baseline_summary(references, {1: [object()] * 4})
+    level = summary["1"]
+    assert (level["problems"], level["checked"], level["timed"]) == (4, 3, 2)
+    assert level["failed"] == ["2_B.py"] and level["flagged"] == 1
+    assert level["eager_ms_total"] == 1.05 and level["check_seconds"] == 6.0
+    assert summary["all"]["flagged"] == 1

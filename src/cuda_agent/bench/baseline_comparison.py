@@ -70,9 +70,13 @@ def likely_reason(ratios: dict[str, float | None], ours_ms: dict[str, float | No
                 "cuDNN) run this problem differently, not the compiler")
     if _off(compiled) and not _off(eager):
         side = "slower" if compiled > 1.0 else "faster"
+        if eager is None:
+            return f"torch.compile {side} here (eager not compared): the compiler's generated code or the hardware"
         return f"torch.compile alone {side} here: the compiler's generated code differs between PyTorch versions"
     if _off(eager) and not _off(compiled):
         side = "slower" if eager > 1.0 else "faster"
+        if compiled is None:
+            return f"eager {side} here (torch.compile not compared): ATen's kernel or the hardware"
         return f"eager alone {side} here: ATen's kernel for this problem differs between PyTorch versions"
     return "the two modes are off in opposite directions: the problem runs differently here in each"
 
@@ -85,19 +89,20 @@ def compare(references: list[dict], imported: dict[str, dict[str, dict]], min_ms
     ratios: dict[str, list[float]] = {mode: [] for mode in MODES}
     same_model: dict[str, list[float]] = {mode: [] for mode in MODES}  # no training-mode layers
     by_level: dict[str, dict[str, list[float]]] = {}
-    problems, outliers, unmatched = [], [], []
+    problems, outliers, unmatched, untimed = [], [], [], []
     theirs_hardware = None
     for reference in references:
         key = f"level{reference['level']}/{reference['name']}"
         row: dict[str, Any] = {"level": reference["level"], "problem_id": reference.get("problem_id"),
                                "name": reference["name"]}
-        found = False
+        found, timed, listed = False, False, False
         for mode in MODES:
             ours = (reference.get(mode) or {}).get("mean_ms")
             entry = imported.get(mode, {}).get(key)
             theirs = entry["mean"] if entry else None
             theirs_hardware = theirs_hardware or (entry or {}).get("hardware")
             ratio = ours / theirs if ours and theirs else None
+            timed, listed = timed or bool(ours), listed or bool(theirs)
             row.update({f"{mode}_ours_ms": ours, f"{mode}_theirs_ms": theirs, f"{mode}_ratio": ratio})
             if ratio is not None:
                 found = True
@@ -105,8 +110,8 @@ def compare(references: list[dict], imported: dict[str, dict[str, dict]], min_ms
                 if key not in train_mode_differs:
                     same_model[mode].append(ratio)
                 by_level.setdefault(str(reference["level"]), {m: [] for m in MODES})[mode].append(ratio)
-        if not found:
-            unmatched.append(key)
+        if not found:  # not timed here (its check failed), or not in their files
+            (unmatched if timed or not listed else untimed).append(key)
             continue
         problems.append(row)
         row_ratios = {mode: row[f"{mode}_ratio"] for mode in MODES}
@@ -130,7 +135,7 @@ def compare(references: list[dict], imported: dict[str, dict[str, dict]], min_ms
             "modes_without_training_mode_layers": {mode: spread(same_model[mode]) for mode in MODES},
             "levels": {level: {mode: spread(values[mode]) for mode in MODES}
                        for level, values in sorted(by_level.items(), key=lambda kv: int(kv[0]))},
-            "outliers": outliers, "problems": problems, "unmatched": unmatched}
+            "outliers": outliers, "problems": problems, "unmatched": unmatched, "not_timed_here": untimed}
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -164,6 +169,9 @@ def to_markdown(comparison: dict[str, Any]) -> str:
                      f"{_fmt(row['compile_ratio'])} | {row['reason']} |")
     if comparison["unmatched"]:
         lines += ["", "Not in KernelBench's files: " + ", ".join(comparison["unmatched"])]
+    if comparison.get("not_timed_here"):
+        lines += ["", "In KernelBench's files, not timed here (the reference's check failed or did not run): "
+                  + ", ".join(comparison["not_timed_here"])]
     return "\n".join(lines) + "\n"
 
 
