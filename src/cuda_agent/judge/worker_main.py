@@ -244,18 +244,30 @@ class KeptOutputs:
 
 
 def _copied(value: Any) -> Any:
-    """An output with each tensor copied (tuples, lists and dicts rebuilt around them)."""
+    """An output with each tensor copied, its containers rebuilt around them as the same types
+    (the comparison requires the same container types on both sides)."""
+    import copy
+
     import torch
 
     if isinstance(value, torch.Tensor):
         return value.detach().clone()
     if isinstance(value, tuple):
         items = [_copied(v) for v in value]
-        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)  # namedtuples too
+        if hasattr(value, "_fields"):  # a namedtuple takes its fields one by one
+            return type(value)(*items)
+        try:
+            return type(value)(items)
+        except TypeError:  # a tuple type that cannot be rebuilt from its items is held as it is
+            return value
     if isinstance(value, list):
-        return [_copied(v) for v in value]
+        rebuilt = copy.copy(value)  # a list subclass stays one
+        rebuilt[:] = [_copied(v) for v in value]
+        return rebuilt
     if isinstance(value, dict):
-        return {k: _copied(v) for k, v in value.items()}
+        rebuilt = copy.copy(value)
+        rebuilt.update({k: _copied(v) for k, v in value.items()})
+        return rebuilt
     return value
 
 
