@@ -236,7 +236,7 @@ def test_the_determinism_probe_holds_a_copy_of_the_first_output():
 def test_the_probes_copy_keeps_the_outputs_container_types():
     from collections import OrderedDict, namedtuple
 
-    from cuda_agent.judge.worker_main import _copied
+    from cuda_agent.judge.correctness import map_tensors
 
     class Items(list):
         pass
@@ -244,6 +244,6 @@ def test_the_probes_copy_keeps_the_outputs_container_types():
     Pair = namedtuple("Pair", "a b")
     output = (Pair(torch.ones(2), Items([torch.zeros(1)])), OrderedDict(x=torch.ones(1)), torch.return_types.max(
         (torch.ones(1), torch.zeros(1, dtype=torch.int64))))
-    copied = _copied(output)
+    copied = map_tensors(lambda t: t.detach().clone(), output)  # the probe's copy
     assert compare_outputs(copied, output, 0, 0.0, 0.0).passed  # the same types all through
     assert type(copied[0][1]) is Items and copied[0].a.data_ptr() != output[0].a.data_ptr()

@@ -10,11 +10,11 @@ sample of each output (``SAMPLE``) so that it costs little next to the checks th
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from .correctness import compare_outputs
+from .correctness import compare_outputs, map_tensors
 
 NULL_SOLUTIONS = ("zeros", "constant", "identity", "fixed_output")
 SAMPLE = 1 << 16  # elements per output tensor that the audit compares
@@ -24,18 +24,6 @@ def _sample(t: torch.Tensor) -> torch.Tensor:
     flat = t.reshape(-1)
     step = -(-flat.numel() // SAMPLE) if flat.numel() > SAMPLE else 1
     return flat[::step]
-
-
-def _map_tensors(fn: Callable[[torch.Tensor], torch.Tensor], value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return fn(value)
-    if isinstance(value, tuple):
-        return tuple(_map_tensors(fn, v) for v in value)
-    if isinstance(value, list):
-        return [_map_tensors(fn, v) for v in value]
-    if isinstance(value, dict):
-        return {k: _map_tensors(fn, v) for k, v in value.items()}
-    return value  # scalars are left as they are
 
 
 def _constant_like(t: torch.Tensor) -> torch.Tensor:
@@ -49,7 +37,7 @@ def _constant_like(t: torch.Tensor) -> torch.Tensor:
 def sample_output(output: Any) -> Any:
     """What the audit looks at of an output: an evenly spaced sample of each tensor, copied so
     that it can travel without the rest."""
-    return _map_tensors(lambda t: _sample(t).clone(), output)
+    return map_tensors(lambda t: _sample(t).clone(), output)
 
 
 class TaskAudit:
@@ -68,9 +56,9 @@ class TaskAudit:
         """One check's reference output; ``identity_passes`` comes from the reference process,
         which alone holds the inputs."""
         self.checks += 1
-        expected = _map_tensors(_sample, expected)
-        self.passing["zeros"] &= self._passes(_map_tensors(torch.zeros_like, expected), expected)
-        self.passing["constant"] &= self._passes(_map_tensors(_constant_like, expected), expected)
+        expected = map_tensors(_sample, expected)
+        self.passing["zeros"] &= self._passes(map_tensors(torch.zeros_like, expected), expected)
+        self.passing["constant"] &= self._passes(map_tensors(_constant_like, expected), expected)
         self.passing["identity"] &= identity_passes
         if self.first is None:
             self.first = expected

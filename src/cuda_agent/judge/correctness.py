@@ -19,9 +19,10 @@ Tolerances depend on the output's dtype (``tolerance_for``): the configured valu
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -266,6 +267,31 @@ def tensor_leaves(value: Any) -> list:
     if isinstance(value, dict):
         return [t for k in sorted(value, key=str) for t in tensor_leaves(value[k])]
     return []
+
+
+def map_tensors(fn: Callable[[torch.Tensor], Any], value: Any) -> Any:
+    """``value`` with ``fn`` applied to each of its tensors, its tuples, lists and dicts rebuilt
+    around the results as the same types (namedtuples and subclasses too: the comparison requires
+    the same container types on both sides); other values are left as they are."""
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, tuple):
+        items = [map_tensors(fn, v) for v in value]
+        if hasattr(value, "_fields"):  # a namedtuple takes its fields one by one
+            return type(value)(*items)
+        try:
+            return type(value)(items)
+        except TypeError:  # a tuple type that cannot be rebuilt from its items becomes a tuple
+            return tuple(items)
+    if isinstance(value, list):
+        rebuilt = copy.copy(value)  # a list subclass stays one
+        rebuilt[:] = [map_tensors(fn, v) for v in value]
+        return rebuilt
+    if isinstance(value, dict):
+        rebuilt = copy.copy(value)
+        rebuilt.update({k: map_tensors(fn, v) for k, v in value.items()})
+        return rebuilt
+    return value
 
 
 def float64_norms(reference: Any, exact: Any) -> dict[str, float] | None:

@@ -243,34 +243,6 @@ class KeptOutputs:
         return True
 
 
-def _copied(value: Any) -> Any:
-    """An output with each tensor copied, its containers rebuilt around them as the same types
-    (the comparison requires the same container types on both sides)."""
-    import copy
-
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    if isinstance(value, tuple):
-        items = [_copied(v) for v in value]
-        if hasattr(value, "_fields"):  # a namedtuple takes its fields one by one
-            return type(value)(*items)
-        try:
-            return type(value)(items)
-        except TypeError:  # a tuple type that cannot be rebuilt from its items is held as it is
-            return value
-    if isinstance(value, list):
-        rebuilt = copy.copy(value)  # a list subclass stays one
-        rebuilt[:] = [_copied(v) for v in value]
-        return rebuilt
-    if isinstance(value, dict):
-        rebuilt = copy.copy(value)
-        rebuilt.update({k: _copied(v) for k, v in value.items()})
-        return rebuilt
-    return value
-
-
 def _tensors(value: Any) -> list:
     import torch
 
@@ -563,7 +535,7 @@ class Worker:
         audit's sample of the output; where CUDA IPC does not work, the output goes whole."""
         from . import device_exchange
         from .audit import sample_output
-        from .correctness import tensor_leaves
+        from .correctness import map_tensors, tensor_leaves
 
         if exchange:
             if any(t.device.type != "cuda" for t in tensor_leaves(output)):
@@ -580,7 +552,7 @@ class Worker:
                 return
             reply["exchange"] = {"handle": self.exchanges[-1].handle, "slots": slots}
             reply["sample"] = sample_output(output)
-        self.held[name] = _copied(output) if copy else output
+        self.held[name] = map_tensors(lambda t: t.detach().clone(), output) if copy else output
         self.held_norms[name] = reply.get("float64")
         reply["output"] = None
 
