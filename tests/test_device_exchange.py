@@ -247,3 +247,16 @@ def test_the_probes_copy_keeps_the_outputs_container_types():
     copied = map_tensors(lambda t: t.detach().clone(), output)  # the probe's copy
     assert compare_outputs(copied, output, 0, 0.0, 0.0).passed  # the same types all through
     assert type(copied[0][1]) is Items and copied[0].a.data_ptr() != output[0].a.data_ptr()
+
+
+@pytest.mark.parametrize("expected", [{1: torch.ones(4)},
+                                      torch.return_types.max((torch.ones(2), torch.zeros(2, dtype=torch.int64)))],
+                         ids=["int_keys", "return_type"])
+def test_outputs_the_channel_reshapes_compare_on_the_gpu_as_on_the_host(expected):
+    """The candidate's description crosses the channel, which sends every tuple as a tuple and
+    every dict key as a string: the same output from the candidate must still match."""
+    worker = _reference_worker(expected)
+    slots, _ = layout(expected)
+    reply = _compare(worker, _roundtrip(place(expected, worker.exchanges[0].tensor, slots)))
+    host = compare_outputs(_roundtrip(expected), _roundtrip(expected), 0, 1e-2, 1e-2)
+    assert reply["check"]["passed"] and host.passed

@@ -105,6 +105,24 @@ def _encode(value: Any, buffers: list[memoryview]) -> Any:
     raise TypeError(f"cannot send a value of type {type(value).__name__}")
 
 
+def as_received(value: Any) -> Any:
+    """``value`` as the other end of the channel receives it, its tensors left where they are:
+    tuples of any type arrive as tuples, dict keys as strings, dtypes, devices and sizes as text.
+    What is compared with a value that crossed the channel must have crossed it too, or be put
+    in this form."""
+    if isinstance(value, (torch.Tensor, SharedTensor)):
+        return value
+    if isinstance(value, tuple):
+        return tuple(as_received(v) for v in value)
+    if isinstance(value, list):
+        return [as_received(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): as_received(v) for k, v in value.items()}
+    if isinstance(value, (torch.dtype, torch.device)):
+        return str(value)
+    return value
+
+
 def encode(message: dict[str, Any]) -> list[memoryview | bytes]:
     """Frames for ``message``: header length, JSON header, buffers. Tensors may be nested."""
     buffers: list[memoryview] = []

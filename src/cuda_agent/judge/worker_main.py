@@ -579,12 +579,14 @@ class Worker:
         passed (``correctness.float32_errors``). The candidate's description is not trusted: one
         that does not fit the buffer, or that claims a tensor matching the reference's dtype and
         shape was not copied, fails the check."""
-        from . import device_exchange
+        from . import device_exchange, protocol
         from .correctness import CheckResult, compare_and_measure
 
         name, index, phase = str(msg["hold"]), int(msg["index"]), str(msg["phase"])
         tolerance = msg["tolerance"]
-        expected, norms = self.held.pop(name), self.held_norms.pop(name, None)
+        # The candidate's description crossed the channel, so its tuples are plain and its dict
+        # keys strings: the held output is compared in that form, as on the host.
+        expected, norms = protocol.as_received(self.held.pop(name)), self.held_norms.pop(name, None)
         try:
             candidate, complete = device_exchange.rebuild(msg["output"], self.exchanges[-1].tensor)
         except device_exchange.MalformedOutput as exc:
