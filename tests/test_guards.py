@@ -149,6 +149,7 @@ class _Verifier(RunVerification):
         self.replies = [{"output": 0, "aliases": [], "evidence": {"kernels": k}} for k in records]
         self.calls = 0
         self.cand, self.cfg, self.verdict = "candidate", JudgeConfig(), Verdict(status="ok")
+        self.solution = _solution(**{"kernels__k.cu": CUDA_SOURCE, "model_new.py": ""})
 
     def _call(self, worker, cmd, timeout, fields, expect=None):
         self.calls += 1
@@ -162,7 +163,64 @@ def test_a_lost_kernel_record_is_recorded_again():
     verifier = _Verifier([[], None, [KERNEL]])
     got = verifier._run_candidate(1, "none", {"ops": True, "kernels": True})
     assert got["evidence"]["kernels"] == [KERNEL] and verifier.calls == 3
-    assert "no kernel in 2 of 3 call(s)" in verifier.verdict.notes[-1]
+    assert "none of the solution's kernels in 2 of 3 call(s)" in verifier.verdict.notes[-1]
+
+
+def test_a_record_without_the_solutions_kernels_is_recorded_again():
+    # Other activity survived (a copy's kernel) but the profiler dropped the solution's launch.
+    copy = {"name": "void at::native::vectorized_elementwise_kernel<4>(int)", "device_ms": 0.01, "op": "aten::copy_"}
+    verifier = _Verifier([[copy], [copy, KERNEL]])
+    got = verifier._run_candidate(1, "none", {"ops": True, "kernels": True})
+    assert got["evidence"]["kernels"] == [copy, KERNEL] and verifier.calls == 2
+    assert "in 1 of 2 call(s)" in verifier.verdict.notes[-1]
+
+
+def test_a_forward_that_never_runs_its_kernels_is_still_refused():
+    # A decoy whose __global__s never run: every attempt records only the library's kernel, and
+    # the last record is judged as it is.
+    gemm = {"name": "sm90_xmma_gemm_f32f32", "device_ms": 1.0, "op": ""}
+    verifier = _Verifier([[gemm]] * PROFILE_ATTEMPTS)
+    got = verifier._run_candidate(1, "none", {"ops": True, "kernels": True})
+    assert verifier.calls == PROFILE_ATTEMPTS
+    verifier.solution = _solution(**{"kernels__k.cu": CUDA_SOURCE, "kernels__gemm.cpp": "cublasSgemm(h);"})
+    rules = [v.rule for v in evidence.assess_kernels(got["evidence"]["kernels"], verifier.solution, "m")]
+    assert rules == ["own_kernels_idle"]
+
+
+def test_a_record_holding_the_solutions_kernel_is_taken_at_once():
+    verifier = _Verifier([[KERNEL], [KERNEL]])
+    verifier._run_candidate(1, "none", {"ops": True, "kernels": True})
+    assert verifier.calls == 1 and verifier.verdict.notes == []
+
+
+def test_a_solution_without_kernels_of_its_own_is_not_recorded_again():
+    gemm = {"name": "sm90_xmma_gemm_f32f32", "device_ms": 1.0, "op": ""}
+    verifier = _Verifier([[gemm], [gemm]])
+    verifier.solution = _solution(**{"kernels__gemm.cpp": "cublasSgemm(h);", "model_new.py": ""})
+    verifier._run_candidate(1, "none", {"ops": True, "kernels": True})
+    assert verifier.calls == 1
+
+
+def test_thread_counts_wait_for_the_profilers_background_start(monkeypatch):
+    # The background start of the profiler (recording.warm_profiler) starts threads while it runs;
+    # a worker's call waits for it before counting, so those threads are not laid at forward's door.
+    started, release = threading.Event(), threading.Event()
+
+    def slow_start() -> None:
+        started.set()
+        release.wait(5)
+        threading.Thread(target=time.sleep, args=(0.5,), name="as-cupti", daemon=True).start()
+
+    warmup = threading.Thread(target=slow_start, daemon=True)
+    monkeypatch.setattr(recording, "_warmup", warmup)
+    warmup.start()
+    started.wait(5)
+    threading.Timer(0.2, release.set).start()
+    t0 = time.perf_counter()
+    recording.profiler_ready()
+    assert time.perf_counter() - t0 >= 0.15 and not warmup.is_alive()
+    # What the start began is running before the call's first count, not born inside the call.
+    assert "as-cupti" in [t.name for t in threading.enumerate()]
 
 
 def test_a_forward_that_runs_no_kernel_keeps_its_empty_record():

@@ -61,6 +61,17 @@ def assess_ops(ops: dict[str, int], where: str) -> list[Violation]:
                       "metadata and copies may go through PyTorch; compute in your own kernels.")]
 
 
+def _is_own(kernel: dict[str, Any], own: set[str]) -> bool:
+    """Whether the solution launched this kernel itself and it is one of its ``__global__``s."""
+    return not kernel["op"] and bool(_kernel_identifiers(kernel["name"]) & own)
+
+
+def own_kernels_missing(kernels: list[dict[str, Any]], solution: Solution) -> bool:
+    """Whether the solution defines kernels and the record holds none of them."""
+    own = kernel_inventory(solution).kernels
+    return bool(own) and not any(_is_own(k, own) for k in kernels)
+
+
 def assess_kernels(kernels: list[dict[str, Any]], solution: Solution, where: str) -> list[Violation]:
     inventory = kernel_inventory(solution)
     own, library = inventory.kernels, inventory.calls_library
@@ -71,7 +82,7 @@ def assess_kernels(kernels: list[dict[str, Any]], solution: Solution, where: str
         if kernel["op"]:
             continue  # launched by an ATen op: judged by its op (assess_ops)
         identifiers = _kernel_identifiers(kernel["name"])
-        if identifiers & own:
+        if _is_own(kernel, own):
             ran_own = True
         elif library and "native" not in identifiers:
             continue

@@ -35,6 +35,14 @@ def warm_profiler() -> None:
     _warmup.start()
 
 
+def profiler_ready() -> None:
+    """Wait for the background start of the profiler, if one is under way. CUPTI starts threads
+    of its own while it starts: a call counted while that goes on would seem to leave threads
+    running (honest solutions were refused so under load)."""
+    if _warmup is not None:
+        _warmup.join()
+
+
 _cudart: Any = None
 
 
@@ -170,8 +178,7 @@ def record_kernels(call: Callable[[], Any]) -> tuple[Any, list[dict[str, Any]] |
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    if _warmup is not None:
-        _warmup.join()  # one profiler at a time
+    profiler_ready()  # one profiler at a time
     ran: dict[str, Any] = {}
 
     def traced() -> None:

@@ -139,12 +139,14 @@ class RunVerification:
         """The candidate's call on a check's inputs, its output and records in the reply.
 
         A kernel record that holds no GPU activity at all, or none because the profiler failed,
-        is lost rather than evidence: the GPU profiler now and then drops a session's records
-        when several processes share the GPU (an honest one-kernel solution was refused for
-        "kernels idle" once in 80 judges under the pool's load). Such a call is made again, up
-        to ``PROFILE_ATTEMPTS`` times, and the check uses the output and records of the last.
-        A forward that runs nothing on the GPU records nothing every time and is judged on
-        that; a profiler that fails every time refuses the solution.
+        or none of the kernels the solution defines, may be lost rather than evidence: the GPU
+        profiler now and then drops a session's records when several processes share the GPU
+        (honest one-kernel solutions were refused for "kernels idle" under the pool's load, once
+        with a record that was empty, three times in 35 with one that held other activity).
+        Such a call is made again, up to ``PROFILE_ATTEMPTS`` times, and the check uses the
+        output and records of the last. A forward that never runs its kernels records none of
+        them every time and is judged on that; a profiler that fails every time refuses the
+        solution.
         """
         lost = 0
         for attempt in range(1, PROFILE_ATTEMPTS + 1):
@@ -152,16 +154,29 @@ class RunVerification:
                              {"input_seed": seed, "transform": transform, "record": record,
                               **({"exchange": exchange} if exchange else {})},
                              expect={"output": object, "evidence": dict, "aliases": list})
-            if not (record.get("kernels") and "kernels" in got["evidence"] and not got["evidence"]["kernels"]):
+            if not (record.get("kernels") and self._kernels_lost(got["evidence"])):
                 break
             lost += 1
         if lost:
-            self.verdict.notes.append(f"the GPU profiler recorded no kernel in {lost} of {attempt} call(s) of "
-                                      f"forward; the check used the last")
+            self.verdict.notes.append(f"the GPU profiler recorded none of the solution's kernels in {lost} of "
+                                      f"{attempt} call(s) of forward; the check used the last")
         if "kernels" in got["evidence"] and got["evidence"]["kernels"] is None:
             _fail(self.verdict, "runtime_error", f"the GPU profiler failed in {PROFILE_ATTEMPTS} calls of "
                   "forward, so the judge cannot see which kernels ran")
         return got
+
+    def _kernels_lost(self, records: dict) -> bool:
+        """Whether a kernel record shows nothing of the solution's (malformed ones are _assess's)."""
+        kernels = records.get("kernels")
+        if not isinstance(kernels, list):
+            return "kernels" in records  # None: the profiler failed
+        if not kernels:
+            return True
+        try:
+            return evidence.own_kernels_missing([{"name": str(k["name"]), "op": str(k["op"])} for k in kernels],
+                                                self.solution)
+        except (KeyError, TypeError):
+            return False
 
     def _assess(self, records: dict, asked: dict, warm: bool) -> None:
         """Turn the candidate's records of one forward into violations; forbidden if any.

@@ -484,6 +484,7 @@ class Worker:
 
         key = msg.get("digest_key") if self.role == "reference" else None
         before = input_digests(inputs, key) if key is not None else None
+        recording.profiler_ready()  # its start would change the thread count of this call
         threads_before = recording.thread_count()
         if record.get("kernels") and self.device == "cuda":
             output, evidence["kernels"] = recording.record_kernels(forward)
