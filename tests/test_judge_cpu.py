@@ -390,7 +390,8 @@ def test_overheads_out_of_line_once_are_timed_again(unscanned_judge, task, fixtu
     assert v.status == "ok", v.feedback
     assert v.timing_integrity["attempts"] >= 2
     assert "outside the timed calls" in v.timing_integrity["failed_attempts"][0]
-    assert v.timing_integrity["candidate_prepare_ms"] < 20.0
+    integrity = v.timing_integrity  # the reported attempt is the one without the 20 ms delay
+    assert integrity["candidate_prepare_ms"] - integrity["reference_prepare_ms"] < 10.0
     assert not v.violations
 
 
