@@ -142,11 +142,37 @@ def test_an_error_of_forward_under_the_profiler_is_raised_as_it_is(monkeypatch):
         recording.record_kernels(forward)
 
 
+def test_a_candidates_call_counts_its_threads_after_the_profilers_start(monkeypatch):
+    # The worker's `run` itself waits: the start (two threads born 0.2 s in, as CUPTI's) falls
+    # before the count, not inside forward, which would then seem to leave a thread running.
+    from types import SimpleNamespace
+
+    from cuda_agent.judge.worker_main import Worker
+
+    def slow_start() -> None:
+        time.sleep(0.2)
+        for _ in range(2):
+            threading.Thread(target=time.sleep, args=(2.0,), daemon=True).start()
+
+    warmup = threading.Thread(target=slow_start, daemon=True)
+    monkeypatch.setattr(recording, "_warmup", warmup)
+    worker = Worker()
+    worker.role, worker.flags_before = "candidate", recording.numerics_flags()
+    worker.task = SimpleNamespace(get_inputs=lambda: [torch.ones(4)])
+    worker.model = lambda x: (time.sleep(0.4), x * 2)[1]
+    warmup.start()
+    reply = worker.run({"input_seed": 1})
+    found = reply["evidence"]
+    assert found["threads_after"] <= found["threads_before"], found
+    assert torch.equal(reply["output"], torch.full((4,), 2.0))
+
+
 class _Verifier(RunVerification):
     """The verify stage's candidate call over scripted replies of the candidate's worker."""
 
     def __init__(self, records: list) -> None:
-        self.replies = [{"output": 0, "aliases": [], "evidence": {"kernels": k}} for k in records]
+        self.replies = [{"output": 0, "aliases": [], "evidence": {"kernels": k, "flags_before": {}, "flags_after": {}}}
+                        for k in records]
         self.calls = 0
         self.cand, self.cfg, self.verdict = "candidate", JudgeConfig(), Verdict(status="ok")
         self.solution = _solution(**{"kernels__k.cu": CUDA_SOURCE, "model_new.py": ""})
@@ -180,11 +206,28 @@ def test_a_forward_that_never_runs_its_kernels_is_still_refused():
     # the last record is judged as it is.
     gemm = {"name": "sm90_xmma_gemm_f32f32", "device_ms": 1.0, "op": ""}
     verifier = _Verifier([[gemm]] * PROFILE_ATTEMPTS)
-    got = verifier._run_candidate(1, "none", {"ops": True, "kernels": True})
-    assert verifier.calls == PROFILE_ATTEMPTS
     verifier.solution = _solution(**{"kernels__k.cu": CUDA_SOURCE, "kernels__gemm.cpp": "cublasSgemm(h);"})
+    got = verifier._run_candidate(1, "none", {"ops": True, "kernels": True})
+    assert verifier.calls == PROFILE_ATTEMPTS and verifier.verdict.status == "ok"
     rules = [v.rule for v in evidence.assess_kernels(got["evidence"]["kernels"], verifier.solution, "m")]
     assert rules == ["own_kernels_idle"]
+
+
+def test_a_record_made_again_is_still_judged_on_what_it_holds():
+    # A cheat leaves its own kernels out of the profiled call, which would be made again, and runs
+    # ATen's kernels directly in it: that record is judged (unattributed kernels) all the same.
+    stub = {"name": "void at::native::vectorized_elementwise_kernel<4>(int)", "device_ms": 1.0, "op": ""}
+    verifier = _Verifier([[stub], [KERNEL]])
+    with pytest.raises(_Stop):
+        verifier._run_candidate(1, "none", {"ops": True, "kernels": True})
+    assert verifier.calls == 1 and verifier.verdict.status == "forbidden"
+    assert "unattributed_kernels" in verifier.verdict.error
+
+
+def test_a_record_of_a_profiler_that_failed_is_not_malformed():
+    verifier = _Verifier([None, [KERNEL]])
+    verifier._run_candidate(1, "none", {"ops": True, "kernels": True})
+    assert verifier.calls == 2 and verifier.verdict.status == "ok"
 
 
 def test_a_record_holding_the_solutions_kernel_is_taken_at_once():

@@ -189,6 +189,9 @@ def record_kernels(call: Callable[[], Any]) -> tuple[Any, list[dict[str, Any]] |
         except BaseException as exc:  # the candidate's: raised below, after the profiler stops
             ran["error"] = exc
 
+    # Work queued before (the inputs, the weights) finishes first: on a busy GPU it would run, and be
+    # recorded, inside the session, as kernels that no op of forward launched.
+    torch.cuda.synchronize()
     try:
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             traced()

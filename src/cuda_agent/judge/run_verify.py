@@ -144,9 +144,11 @@ class RunVerification:
         (honest one-kernel solutions were refused for "kernels idle" under the pool's load, once
         with a record that was empty, three times in 35 with one that held other activity).
         Such a call is made again, up to ``PROFILE_ATTEMPTS`` times, and the check uses the
-        output and records of the last. A forward that never runs its kernels records none of
-        them every time and is judged on that; a profiler that fails every time refuses the
-        solution.
+        output and records of the last. A call made again is still judged on everything but
+        the missing kernels (other kernels, ops, flags): a solution cannot discard a record that
+        shows it cheating by leaving its own kernels out of it. A forward that never runs its
+        kernels records none of them every time and is judged on that; a profiler that fails
+        every time refuses the solution.
         """
         lost = 0
         for attempt in range(1, PROFILE_ATTEMPTS + 1):
@@ -157,6 +159,9 @@ class RunVerification:
             if not (record.get("kernels") and self._kernels_lost(got["evidence"])):
                 break
             lost += 1
+            if self.cfg.runtime_checks and attempt < PROFILE_ATTEMPTS:  # the last is judged in full
+                recorded = isinstance(got["evidence"].get("kernels"), list)
+                self._assess(got["evidence"], {"kernels": recorded}, warm=False, excused=("own_kernels_idle",))
         if lost:
             self.verdict.notes.append(f"the GPU profiler recorded none of the solution's kernels in {lost} of "
                                       f"{attempt} call(s) of forward; the check used the last")
@@ -169,7 +174,7 @@ class RunVerification:
         """Whether a kernel record shows nothing of the solution's (malformed ones are _assess's)."""
         kernels = records.get("kernels")
         if not isinstance(kernels, list):
-            return "kernels" in records  # None: the profiler failed
+            return "kernels" in records and kernels is None  # None: the profiler failed
         if not kernels:
             return True
         try:
@@ -178,8 +183,9 @@ class RunVerification:
         except (KeyError, TypeError):
             return False
 
-    def _assess(self, records: dict, asked: dict, warm: bool) -> None:
-        """Turn the candidate's records of one forward into violations; forbidden if any.
+    def _assess(self, records: dict, asked: dict, warm: bool, excused: tuple[str, ...] = ()) -> None:
+        """Turn the candidate's records of one forward into violations (but those of the
+        ``excused`` rules); forbidden if any.
 
         Thread counts are compared on calls without the profiler, which starts threads of its
         own, and on the cuda backend only from the second call, since the first may start the
@@ -203,7 +209,7 @@ class RunVerification:
             self._worker_failed("candidate", WorkerError("runtime_error", "malformed evidence in the reply to "
                                                          "`run` (something wrote on the judge's channel)"))
             return
-        self._forbid(found)
+        self._forbid([x for x in found if x.rule not in excused])
 
     def _forbid(self, found: list[Violation], context: str = "") -> None:
         """Fail the run as forbidden, naming the first violations, if there are any."""

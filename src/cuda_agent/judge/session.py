@@ -50,7 +50,7 @@ class TimedSession:
         self.window_ms = 0.0
         self._warm_calls: list[float] = []
         self._i = 0                        # calls made so far, warm-up included
-        self._next: tuple[int, float] | None = None   # the prepared call: its seed, prepare ms
+        self._next: tuple[int, float, float] | None = None  # the prepared call: seed, prepare and flush ms
         self.done = False
         self.ops: dict | None = None              # the session's ops, from the worker's counter
         self.counter_watching: bool | None = None
