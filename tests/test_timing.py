@@ -290,5 +290,7 @@ def test_the_cache_flush_does_not_widen_the_prepare_allowance():
     honest = Session(host_ms=[0.5] * n, go_ms=[0.6] * n, prepare_ms=[72.5] * n, flush_ms=[70.0] * n)
     assert "outside the timed calls" in integrity_problem(moved, ref, backend="cpu")
     assert integrity_problem(honest, ref, backend="cpu") is None
+    claims_a_long_flush = Session(host_ms=[0.1] * n, go_ms=[0.2] * n, prepare_ms=[92.0] * n, flush_ms=[90.0] * n)
+    assert "outside the timed calls" in integrity_problem(claims_a_long_flush, ref, backend="cpu")  # not believed
     unrecorded = Session(host_ms=[1.0] * n, go_ms=[1.1] * n, prepare_ms=[72.0] * n)
     assert integrity_problem(moved, unrecorded, backend="cpu") is None  # the blind spot, as it was
