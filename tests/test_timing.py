@@ -277,20 +277,3 @@ def test_load_that_hits_both_processes_is_not_hidden_work():
     hidden = Session(host_ms=[0.5] * 80, go_ms=[0.8 + 3.0 + b for b in cand_bursts],
                      prepare_ms=[2.0 + b for b in cand_bursts[::-1]])
     assert "longer than the candidate's own clock says" in integrity_problem(hidden, ref, backend="cpu")
-
-
-def test_the_cache_flush_does_not_widen_the_prepare_allowance():
-    # A host with a large cache: every prepare step spends 70 ms reading twice the cache. Work of
-    # 20 ms moved into the candidate's prepare step is caught all the same, since the reference's
-    # own clock says how much of its step was the flush; without that record the flush would
-    # count as overhead and hide it.
-    n = 20
-    ref = Session(host_ms=[1.0] * n, go_ms=[1.1] * n, prepare_ms=[72.0] * n, flush_ms=[70.0] * n)
-    moved = Session(host_ms=[0.1] * n, go_ms=[0.2] * n, prepare_ms=[92.0] * n, flush_ms=[0.0] * n)
-    honest = Session(host_ms=[0.5] * n, go_ms=[0.6] * n, prepare_ms=[72.5] * n, flush_ms=[70.0] * n)
-    assert "outside the timed calls" in integrity_problem(moved, ref, backend="cpu")
-    assert integrity_problem(honest, ref, backend="cpu") is None
-    claims_a_long_flush = Session(host_ms=[0.1] * n, go_ms=[0.2] * n, prepare_ms=[92.0] * n, flush_ms=[90.0] * n)
-    assert "outside the timed calls" in integrity_problem(claims_a_long_flush, ref, backend="cpu")  # not believed
-    unrecorded = Session(host_ms=[1.0] * n, go_ms=[1.1] * n, prepare_ms=[72.0] * n)
-    assert integrity_problem(moved, unrecorded, backend="cpu") is None  # the blind spot, as it was

@@ -50,7 +50,7 @@ class TimedSession:
         self.window_ms = 0.0
         self._warm_calls: list[float] = []
         self._i = 0                        # calls made so far, warm-up included
-        self._next: tuple[int, float, float] | None = None  # the prepared call: seed, prepare and flush ms
+        self._next: tuple[int, float] | None = None   # the prepared call: its seed, prepare ms
         self.done = False
         self.ops: dict | None = None              # the session's ops, from the worker's counter
         self.counter_watching: bool | None = None
@@ -69,7 +69,7 @@ class TimedSession:
         if self.done:
             return
         timed = self._i >= self.warmup
-        seed, prepare_ms, flush_ms = self._next
+        seed, prepare_ms = self._next
         self._next = None
         t1 = time.perf_counter()
         reply = self._exchange(self.worker, None, self._limit(timed),
@@ -79,7 +79,7 @@ class TimedSession:
         t2 = time.perf_counter()
         self._i += 1
         if timed:
-            self._record(seed, prepare_ms, flush_ms, (t2 - t1) * 1e3, reply)
+            self._record(seed, prepare_ms, (t2 - t1) * 1e3, reply)
         else:
             self._warm_calls.append(reply["call_ms"])
         if not self.done:
@@ -97,14 +97,13 @@ class TimedSession:
         seed = self._seed()
         t0 = time.perf_counter()
         ready = self._exchange(self.worker, None, self._limit(timed),
-                               {"step": "prepare", "seed": seed, "linger_s": self.linger_s},
-                               expect={"full": bool, "flush_ms": float})
+                               {"step": "prepare", "seed": seed, "linger_s": self.linger_s}, expect={"full": bool})
         if ready["full"] and timed and self.keep:
             self.done = True  # no room left to keep this call's output for checking
             return
-        self._next = (seed, (time.perf_counter() - t0) * 1e3, ready["flush_ms"])
+        self._next = (seed, (time.perf_counter() - t0) * 1e3)
 
-    def _record(self, seed: int, prepare_ms: float, flush_ms: float, go_ms: float, reply: dict) -> None:
+    def _record(self, seed: int, prepare_ms: float, go_ms: float, reply: dict) -> None:
         s = self.session
         s.threads_grown += reply["threads"] > 0
         self.seeds.append(seed)
@@ -114,7 +113,6 @@ class TimedSession:
             s.device_ms.append(reply["device_ms"])
             s.window_ms.append(reply["window_ms"] if reply["window_ms"] is not None else 0.0)
         s.prepare_ms.append(prepare_ms)
-        s.flush_ms.append(flush_ms)
         s.go_ms.append(go_ms)
         n = len(self.seeds)
         if n >= self.max_calls:

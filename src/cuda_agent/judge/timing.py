@@ -70,7 +70,6 @@ class Session:
     call_ms: list[float] = field(default_factory=list)     # worker's clock: the call until it returns
     window_ms: list[float] = field(default_factory=list)   # CUDA events: the wait before each call
     prepare_ms: list[float] = field(default_factory=list)  # judge's clock: the prepare step
-    flush_ms: list[float] = field(default_factory=list)    # worker's clock: the cache flush in it
     go_ms: list[float] = field(default_factory=list)       # judge's clock: the go step
     threads_grown: int = 0    # timed calls that returned with more threads than they started with
 
@@ -280,24 +279,12 @@ def integrity_problem(candidate: Session, reference: Session | list[Session], ba
     if found:
         return (f"each call's host clock ran {found[0]:.3f} ms further beyond its device time and host path than "
                 f"the reference's beside it (at most {found[1]:.3f} ms): work ran outside the timed events")
-    found = _excess(candidate.prepare_ms, beside.prepare_ms, quietest([_inputs_ms(r) for r in references]),
+    found = _excess(candidate.prepare_ms, beside.prepare_ms, quietest([r.prepare_ms for r in references]),
                     prepare_factor, PREPARE_ALLOWANCE_MS)
     if found:
         return (f"preparing each call took {found[0]:.3f} ms longer than the reference's beside it, for the same "
                 f"inputs (at most {found[1]:.3f} ms): work is being done outside the timed calls")
     return None
-
-
-def _inputs_ms(reference: Session) -> list[float]:
-    """The reference's prepare steps without their cache flush, by its own clock (a trusted
-    process). The flush is the same work in both processes and cancels in the difference; left
-    in the overhead that scales the allowance, it would make the check blind on a host with a
-    large cache (reading twice a 480 MB cache takes 70 ms, over three times the 20 ms of moved work
-    the check must catch). On cuda the flush is only launched there, so its figure is the launch
-    and the flush's device time stays in the overhead, as it always was."""
-    if len(reference.flush_ms) != len(reference.prepare_ms):
-        return reference.prepare_ms
-    return [max(0.0, p - f) for p, f in zip(reference.prepare_ms, reference.flush_ms)]
 
 
 def _finite_or_none(value: float) -> float | None:

@@ -719,13 +719,10 @@ class Worker:
                     kind = step.get("step")
                     if kind == "prepare":
                         inputs = self.make_inputs(step["seed"])
-                        t0 = _clock_ns()
                         self.flush_cache()
-                        flush_ms = (_clock_ns() - t0) / 1e6
                         self.synchronize()
                         # Whether this call's output could still be kept: if not, the judge stops.
-                        # The flush's own time is believed from the reference's process only.
-                        protocol.send(self.fd_out, {"ok": True, "full": kept.full, "flush_ms": flush_ms})
+                        protocol.send(self.fd_out, {"ok": True, "full": kept.full})
                     elif kind == "go":
                         cycles = self._window_cycles(float(step.get("window_ms") or 0.0)) if cuda else 0
                         threads_before = recording.thread_count()
