@@ -82,7 +82,7 @@ def assess_kernels(kernels: list[dict[str, Any]], solution: Solution, where: str
         if kernel["op"]:
             continue  # launched by an ATen op: judged by its op (assess_ops)
         identifiers = _kernel_identifiers(kernel["name"])
-        if _is_own(kernel, own):
+        if identifiers & own:  # as _is_own, on the identifiers this loop needs anyway
             ran_own = True
         elif library and "native" not in identifiers:
             continue
