@@ -374,9 +374,11 @@ def test_candidate_that_replaces_the_workers_clock_is_caught_by_the_judges_clock
 
 
 def _skip_where_the_flush_hides_20_ms(v) -> None:
-    """These fixtures move 20 ms into the prepare step. On the cpu backend the check allows the
-    reference's whole prepare step again, cache flush included: on a host whose flush alone
-    takes longer (a large last-level cache), the check cannot see 20 ms (docs/security.md)."""
+    """These fixtures move 20 ms into the prepare step. Where the timing cores share no
+    last-level cache, the cpu backend's prepare step keeps the whole cache flush and the check
+    allows that step again: on such a host whose flush alone takes longer (a large cache), the
+    check cannot see 20 ms (docs/security.md). Where they share one, the trusted reference
+    flushes it and the prepare step is short."""
     reference = (v.timing_integrity or {}).get("reference_prepare_ms")
     if reference is not None and reference >= 20.0:
         pytest.skip(f"the reference's prepare step takes {reference:.0f} ms here (its cache flush): "

@@ -75,16 +75,70 @@ class DeviceInfo:
 
 
 def _cpu_last_level_cache() -> int | None:
-    best = None
-    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+    caches = cpu_caches(0)
+    return max((size for size, _ in caches), default=None)
+
+
+def _cpu_list(text: str) -> frozenset[int]:
+    """CPUs of a sysfs list such as ``0-3,8``."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if part:
+            low, _, high = part.partition("-")
+            cpus.update(range(int(low), int(high or low) + 1))
+    return frozenset(cpus)
+
+
+SYSFS_CPUS = Path("/sys/devices/system/cpu")
+
+
+def cpu_caches(cpu: int, sysfs: Path = SYSFS_CPUS) -> list[tuple[int, frozenset[int]]]:
+    """The data caches CPU ``cpu`` uses, innermost first, as (bytes, the CPUs sharing it), from
+    sysfs; empty where the kernel does not say."""
+    found = []
+    for index in (sysfs / f"cpu{cpu}" / "cache").glob("index*"):
         try:
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            level = int((index / "level").read_text())
             text = (index / "size").read_text().strip()
-        except OSError:
+            shared = _cpu_list((index / "shared_cpu_list").read_text())
+        except (OSError, ValueError):
             continue
         scale = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
-        value = int(text.rstrip("KMG")) * scale
-        best = max(best or 0, value)
-    return best
+        found.append((level, int(text.rstrip("KMG")) * scale, shared))
+    return [(size, shared) for _, size, shared in sorted(found, key=lambda cache: cache[0])]
+
+
+@dataclass(frozen=True)
+class SharedCacheFlush:
+    """How a CPU timing flush can be split: each process flushes the caches below the last level
+    itself (``private_bytes``: its core's, or its cluster's), and any process on ``cpus`` can
+    flush the last-level cache they all share."""
+
+    private_bytes: int
+    cpus: frozenset[int]
+
+
+def shared_cache_flush(cpus: set[int] | list[int], sysfs: Path = SYSFS_CPUS) -> SharedCacheFlush | None:
+    """Whether every CPU of ``cpus`` shares one last-level cache, above caches private to each
+    core; None where they do not (several L3 slices, one per chiplet) or sysfs does not say."""
+    private_bytes, shared_by = None, None
+    for cpu in cpus:
+        caches = cpu_caches(cpu, sysfs)
+        if len(caches) < 2:
+            return None
+        *inner, (_, last) = caches
+        if not set(cpus) <= last:
+            return None
+        own = [size for size, sharing in inner if len(sharing) < len(last) and cpu in sharing]
+        if not own:
+            return None
+        private_bytes = max(private_bytes or 0, max(own))
+        shared_by = last
+    if private_bytes is None or shared_by is None:
+        return None
+    return SharedCacheFlush(private_bytes, shared_by)
 
 
 @functools.lru_cache(maxsize=None)

@@ -168,9 +168,10 @@ def test_cheat_is_rejected(case: Case, judges):
     expected = f"{case.status}/{case.rule or '-'}"
     reference_prepare = (verdict.timing_integrity or {}).get("reference_prepare_ms")
     if case.name in PREPARE_STEP_CASES and verdict.status == "ok" and reference_prepare and reference_prepare >= 20.0:
-        # The cpu backend's prepare check allows the reference's prepare step again, cache flush
-        # included; where the flush alone exceeds the 20 ms these cases move, it cannot see them
-        # (docs/security.md). The static rules, off for these cases, refuse them.
+        # Where the timing cores share no last-level cache, the cpu backend's prepare step keeps
+        # the whole cache flush, and the check allows that step again; where the flush alone
+        # exceeds the 20 ms these cases move, it cannot see them (docs/security.md). The static
+        # rules, off for these cases, refuse them.
         pytest.skip(f"the reference's prepare step takes {reference_prepare:.0f} ms here (its cache flush), more "
                     "than the 20 ms this case moves into it")
     assert verdict.status == case.status, f"expected {expected}; got {_summary(verdict)}"

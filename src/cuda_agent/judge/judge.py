@@ -38,7 +38,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from ..device import machine_gpu, resolve_backend
+from ..device import SharedCacheFlush, machine_gpu, resolve_backend, shared_cache_flush
 from ..errors import SolutionFormatError
 from ..solution import Solution, validate_solution
 from ..task import Task
@@ -79,6 +79,7 @@ class Judge:
         self._counter_lock = threading.Lock()
         self._rng = random.Random(self.config.seed) if self.config.seed is not None else random.SystemRandom()
         self._unreachable: list[str] | None = None
+        self._shared_flush: tuple[SharedCacheFlush | None] | None = None
 
     # -- public API ---------------------------------------------------------------------------
     def compile(self, task: Task, solution: Solution) -> Verdict:
@@ -274,6 +275,17 @@ class Judge:
         busy = set(worker).union(*(_smt_siblings(c) for c in worker))
         judge = next((c for c in cores if c not in busy), None)
         return worker, judge
+
+    def shared_flush(self) -> SharedCacheFlush | None:
+        """How the cpu backend's timing flush is split between each worker and the trusted
+        reference (``session``), or None where it is not: on cuda, with the flush off, or where
+        the cores the workers time on do not share one last-level cache."""
+        if self.backend != "cpu" or not self.config.timing.flush_cache:
+            return None
+        if self._shared_flush is None:
+            cores = self.timing_placement()[0] or sorted(os.sched_getaffinity(0))
+            self._shared_flush = (shared_cache_flush(cores),)
+        return self._shared_flush[0]
 
     def timing_lock(self) -> FileLock:
         """Timing runs on one device never overlap, across threads and processes."""

@@ -25,16 +25,18 @@ class RunTiming:
     """The profile stage and the baselines of ``judge._Run``."""
 
     # -- stage 3 ------------------------------------------------------------------------------
-    def _timed(self, worker: WorkerProcess, label: str, keep: bool, follows: TimedSession | None = None
-               ) -> TimedSession:
-        """A timing session for ``worker``; one that ``follows`` another ends with it."""
+    def _timed(self, worker: WorkerProcess, label: str, keep: bool, follows: TimedSession | None = None,
+               flusher: WorkerProcess | None = None) -> TimedSession:
+        """A timing session for ``worker``; one that ``follows`` another ends with it; a
+        ``flusher`` flushes the shared cache before each of its calls (``session``)."""
         t, cfg = self.timing, self.cfg
         worker_cores, _ = self.judge.timing_placement()
         return TimedSession(worker, label, keep=keep, warmup=t.warmup_calls, min_calls=t.min_calls,
                             max_calls=t.max_calls, precision=t.precision, target_seconds=t.target_seconds,
                             window=self.judge.backend == "cuda", exchange=self._call, post=self._post,
                             seed=self._seed, call_timeout_s=cfg.call_timeout_s,
-                            warm_timeout_s=cfg.timing_timeout_s, cores=worker_cores, follows=follows)
+                            warm_timeout_s=cfg.timing_timeout_s, cores=worker_cores, follows=follows,
+                            flusher=flusher)
 
     def _time_sessions(self, sessions: list[TimedSession]) -> None:
         """Run sessions interleaved call by call, with the device to themselves; fail the run if
@@ -83,9 +85,13 @@ class RunTiming:
         calibrations: list[Session] = []
         failed_attempts: list[str] = []
         problem = unsteady = None
+        # Where the workers share a last-level cache, the trusted reference flushes it before
+        # every call of both, so that the candidate's prepare step, held to the reference's, is
+        # not mostly a flush whose length hides work moved into it (cpu).
+        flusher = self.ref if self.judge.shared_flush() else None
         for attempt in range(1, max(1, cfg.timing_attempts) + 1):
-            cand = self._timed(self.cand, "candidate", keep=True)
-            calibration = self._timed(self.ref, "reference (calibration)", keep=True, follows=cand)
+            cand = self._timed(self.cand, "candidate", keep=True, flusher=flusher)
+            calibration = self._timed(self.ref, "reference (calibration)", keep=True, follows=cand, flusher=flusher)
             started = time.perf_counter()
             self._time_sessions([cand, calibration])
             _add_seconds(v, "timing", started)

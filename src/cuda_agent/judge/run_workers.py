@@ -126,6 +126,8 @@ class RunWorkers:
         setup = {"role": role, "device": self.judge.backend, "mode": mode, "task_path": str(self.task_path),
                  "threads": self.judge.cpu_threads, "flush_cache": self.cfg.timing.flush_cache,
                  "hide_paths": [str(self.dir), str(Path(__file__).resolve().parents[2])]}
+        if (shared := self.judge.shared_flush()) is not None:
+            setup["private_cache_bytes"] = shared.private_bytes
         counted = "not counted"
         if role == "candidate":
             counter, counted = self._op_counter_copy()

@@ -14,6 +14,14 @@ worker's next step rather than hiding behind another worker's. A session that ``
 another ends with it, so both make the same number of calls under the same conditions; and while
 one worker waits for its turn it sleeps rather than polls (``linger_s`` 0 after its prepare), so
 that on a machine with few cores neither steals the other's.
+
+A session with a ``flusher`` (cpu backend) splits the cache flush: its worker's ``prepare``
+flushes only the caches below the shared last level, and the trusted flusher, a process sharing
+that level, flushes it in a ``flush`` step right before each ``go``. The call starts as cold as
+before, but the untrusted worker's prepare step is no longer dominated by a flush of a large last
+level (960 MB read on a 480 MB L3): the check of that step against the reference's
+(``timing.integrity_problem``) then sees work moved into it, and the flush's cost, which depends
+on the dirty lines the call before left, falls on a process whose time is not compared.
 """
 
 from __future__ import annotations
@@ -37,13 +45,13 @@ class TimedSession:
                  max_calls: int, precision: float, target_seconds: float, window: bool,
                  exchange: Exchange, post: Callable[["WorkerProcess", dict], None], seed: Callable[[], int],
                  call_timeout_s: float, warm_timeout_s: float, cores: list[int],
-                 follows: "TimedSession | None" = None):
+                 follows: "TimedSession | None" = None, flusher: "WorkerProcess | None" = None):
         self.worker, self.label, self.keep = worker, label, keep
         self.warmup, self.min_calls, self.max_calls = warmup, min_calls, max_calls
         self.precision, self.target_seconds, self.use_window = precision, target_seconds, window
         self._exchange, self._post, self._seed = exchange, post, seed
         self.call_timeout_s, self.warm_timeout_s, self.cores = call_timeout_s, warm_timeout_s, cores
-        self.follows = follows
+        self.follows, self.flusher = follows, flusher
         self.linger_s: float | None = None  # None: the worker's own default; set by interleave
         self.session = Session()
         self.seeds: list[int] = []
@@ -71,6 +79,11 @@ class TimedSession:
         timed = self._i >= self.warmup
         seed, prepare_ms = self._next
         self._next = None
+        if self.flusher is not None:
+            # Its own next step is this session's go at once; another worker's: it sleeps meanwhile.
+            self._exchange(self.flusher, None, self._limit(timed),
+                           {"step": "flush", "linger_s": None if self.flusher is self.worker else 0.0},
+                           expect={"ok": bool})
         t1 = time.perf_counter()
         reply = self._exchange(self.worker, None, self._limit(timed),
                                {"step": "go", "keep": self.keep and timed, "window_ms": self.window_ms},
@@ -96,8 +109,10 @@ class TimedSession:
             self.window_ms = window_for(self._warm_calls)
         seed = self._seed()
         t0 = time.perf_counter()
-        ready = self._exchange(self.worker, None, self._limit(timed),
-                               {"step": "prepare", "seed": seed, "linger_s": self.linger_s}, expect={"full": bool})
+        fields = {"step": "prepare", "seed": seed, "linger_s": self.linger_s}
+        if self.flusher is not None:
+            fields["flush"] = "private"
+        ready = self._exchange(self.worker, None, self._limit(timed), fields, expect={"full": bool})
         if ready["full"] and timed and self.keep:
             self.done = True  # no room left to keep this call's output for checking
             return

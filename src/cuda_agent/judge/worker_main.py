@@ -289,6 +289,7 @@ class Worker:
         self.source_files: dict[str, str] = {}
         self.counter: Any = None  # the op counter (candidates), installed before their import
         self._flush_buffer = None
+        self._private_flush_len = 0  # the part of the flush buffer that covers the private caches
         self._persisting_l2: Callable[[], None] | None = None
         self._cycles_per_ms: float | None = None
         self._last_inputs: list[Any] | None = None
@@ -322,7 +323,9 @@ class Worker:
         seed_everything(seed)
         return list(self.task.get_init_inputs())
 
-    def flush_cache(self) -> None:
+    def flush_cache(self, private_only: bool = False) -> None:
+        """Evict the cache; ``private_only``: only the caches below the shared last level (cpu),
+        whose flush a trusted process sharing that level does."""
         # Persisting L2 lines survive a flush (a model could pin its data there): give the
         # carve-out back and evict them first.
         if self._persisting_l2 is not None:
@@ -330,7 +333,8 @@ class Worker:
         # Read, not write: a writing flush leaves the cache full of dirty lines that the timed
         # call would then have to write back while it streams its own data.
         if self._flush_buffer is not None:
-            self._flush_buffer.amax()
+            private = private_only and self._private_flush_len > 0  # not told their size: all of it
+            (self._flush_buffer[:self._private_flush_len] if private else self._flush_buffer).amax()
 
     # -- commands -------------------------------------------------------------------------
     def setup(self, msg: dict) -> dict:
@@ -365,6 +369,7 @@ class Worker:
             # Twice the last-level cache, read before every timed call.
             n = 2 * int(msg.get("cache_bytes") or info.cache_bytes) // 4
             self._flush_buffer = torch.ones(n, dtype=torch.int32, device=self.device)
+            self._private_flush_len = min(n, 2 * int(msg.get("private_cache_bytes") or 0) // 4)
             if self.device == "cuda":
                 self._persisting_l2 = _persisting_l2_reset()
 
@@ -679,8 +684,10 @@ class Worker:
     def time(self, msg: dict) -> dict:
         """A timing session, driven one step at a time by the judge.
 
-        ``prepare`` (seed) builds that call's inputs, flushes the cache and synchronises;
-        ``go`` (window) makes the timed call; ``stop`` ends the session. On the cuda backend the
+        ``prepare`` (seed) builds that call's inputs, flushes the cache (with ``flush``
+        "private", only the caches below the shared last level) and synchronises; ``flush``
+        flushes the whole cache, for the call another process makes next; ``go`` (window) makes
+        the timed call; ``stop`` ends the session. On the cuda backend the
         call is queued behind a device-side wait of ``window_ms`` and bracketed by CUDA events,
         so the events time the device's work while the host's path through the call overlaps the
         wait (see ``timing``). The judge times both kinds of step on its own clock, so time spent
@@ -719,10 +726,15 @@ class Worker:
                     kind = step.get("step")
                     if kind == "prepare":
                         inputs = self.make_inputs(step["seed"])
-                        self.flush_cache()
+                        self.flush_cache(private_only=step.get("flush") == "private")
                         self.synchronize()
                         # Whether this call's output could still be kept: if not, the judge stops.
                         protocol.send(self.fd_out, {"ok": True, "full": kept.full})
+                    elif kind == "flush":
+                        # The shared cache, flushed here for whichever process is timed next.
+                        self.flush_cache()
+                        self.synchronize()
+                        protocol.send(self.fd_out, {"ok": True})
                     elif kind == "go":
                         cycles = self._window_cycles(float(step.get("window_ms") or 0.0)) if cuda else 0
                         threads_before = recording.thread_count()

@@ -1,0 +1,107 @@
+"""How the cpu backend's timing flush is split between a worker and the trusted reference.
+
+``device.shared_cache_flush`` reads the cache layout from sysfs (here a fake one); ``session``
+sends the split flush's steps; the worker carries them out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cuda_agent.device import cpu_caches, shared_cache_flush
+from cuda_agent.judge.session import TimedSession
+
+
+def fake_sysfs(root: Path, cpus: dict[int, list[tuple[int, str, str, str]]]) -> Path:
+    """``cpus``: for each CPU, its caches as (level, type, size, shared_cpu_list)."""
+    for cpu, caches in cpus.items():
+        for i, (level, kind, size, shared) in enumerate(caches):
+            index = root / f"cpu{cpu}" / "cache" / f"index{i}"
+            index.mkdir(parents=True)
+            for name, value in (("level", str(level)), ("type", kind), ("size", size), ("shared_cpu_list", shared)):
+                (index / name).write_text(value + "\n")
+    return root
+
+
+def core(cpu: int, l3: str, l3_size: str = "480M") -> list[tuple[int, str, str, str]]:
+    return [(1, "Data", "48K", str(cpu)), (1, "Instruction", "64K", str(cpu)),
+            (3, "Unified", l3_size, l3), (2, "Unified", "2048K", str(cpu))]  # listed out of order
+
+
+def test_cache_sizes_and_sharing_are_read_innermost_first(tmp_path):
+    sysfs = fake_sysfs(tmp_path, {0: core(0, "0-3")})
+    assert cpu_caches(0, sysfs) == [(48 * 1024, {0}), (2 << 20, {0}), (480 << 20, {0, 1, 2, 3})]
+
+
+def test_one_last_level_cache_shared_by_every_core_splits_the_flush(tmp_path):
+    sysfs = fake_sysfs(tmp_path, {0: core(0, "0-1"), 1: core(1, "0-1")})
+    plan = shared_cache_flush([0, 1], sysfs)
+    assert plan is not None and plan.private_bytes == 2 << 20 and plan.cpus == {0, 1}
+
+
+def test_no_split_where_the_cores_have_separate_last_level_caches(tmp_path):
+    # Two chiplets, each with its own L3: a flush on one does not reach the other's.
+    sysfs = fake_sysfs(tmp_path, {0: core(0, "0"), 1: core(1, "1")})
+    assert shared_cache_flush([0, 1], sysfs) is None
+    assert shared_cache_flush([0], sysfs) is None  # nothing below it is private: no split either
+
+
+def test_no_split_where_sysfs_says_nothing(tmp_path):
+    assert cpu_caches(0, tmp_path) == []
+    assert shared_cache_flush([0], tmp_path) is None
+
+
+class Worker:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def run_pair(flusher: bool) -> list[tuple[str, dict]]:
+    """A candidate and a calibration session interleaved against scripted workers; the steps
+    each worker was sent, in order."""
+    from cuda_agent.judge.session import interleave
+
+    sent: list[tuple[str, dict]] = []
+    cand_worker, ref_worker = Worker("candidate"), Worker("reference")
+
+    def exchange(worker, cmd, timeout, fields, expect=None):
+        sent.append((worker.name, dict(fields)))
+        step = fields.get("step")
+        if step == "prepare":
+            return {"ok": True, "full": False}
+        if step == "go":
+            return {"ok": True, "host_ms": 1.0, "call_ms": 1.0, "device_ms": None, "window_ms": None, "threads": 0}
+        if step == "stop":
+            return {"calls": 0}
+        return {"ok": True}
+
+    seeds = iter(range(10**6))
+    common = dict(keep=False, warmup=1, min_calls=3, max_calls=3, precision=1.0, target_seconds=1.0, window=False,
+                  exchange=exchange, post=lambda worker, message: sent.append((worker.name, message)),
+                  seed=lambda: next(seeds), call_timeout_s=5.0, warm_timeout_s=5.0, cores=[])
+    cand = TimedSession(cand_worker, "candidate", flusher=ref_worker if flusher else None, **common)
+    calibration = TimedSession(ref_worker, "calibration", follows=cand, flusher=ref_worker if flusher else None,
+                               **common)
+    interleave([cand, calibration], 60.0, lambda session: None)
+    return sent
+
+
+def test_the_trusted_reference_flushes_right_before_every_call_of_both():
+    sent = run_pair(flusher=True)
+    steps = [(name, fields.get("step")) for name, fields in sent if "step" in fields]
+    gos = [i for i, (_, step) in enumerate(steps) if step == "go"]
+    assert {steps[i][0] for i in gos} == {"candidate", "reference"} and len(gos) >= 6
+    assert all(steps[i - 1] == ("reference", "flush") for i in gos)
+    # The workers flush only their private caches in their own prepare step.
+    prepares = [fields for _, fields in sent if fields.get("step") == "prepare"]
+    assert prepares and all(fields["flush"] == "private" for fields in prepares)
+    # The reference spins for its own call after its flush, and sleeps after one for the candidate's.
+    flushes = [(steps[i + 1][0], fields["linger_s"]) for i, fields in
+               enumerate(f for _, f in sent if "step" in f) if fields.get("step") == "flush"]
+    assert set(flushes) == {("candidate", 0.0), ("reference", None)}
+
+
+def test_without_a_flusher_each_worker_flushes_all_of_its_cache_in_its_prepare_step():
+    sent = run_pair(flusher=False)
+    assert not [fields for _, fields in sent if fields.get("step") == "flush"]
+    assert not [fields for _, fields in sent if "flush" in fields]
