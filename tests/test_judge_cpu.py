@@ -10,6 +10,7 @@ import dataclasses
 import json
 import statistics
 import time
+from pathlib import Path
 
 import pytest
 
@@ -407,6 +408,19 @@ def test_overheads_out_of_line_once_are_timed_again(unscanned_judge, task, fixtu
     integrity = v.timing_integrity  # the reported attempt is the one without the 20 ms delay
     assert integrity["candidate_prepare_ms"] - integrity["reference_prepare_ms"] < 10.0
     assert not v.violations
+
+
+def test_a_thread_working_while_the_candidate_is_not_timed_shows_on_its_cpu_clock(unscanned_judge, task,
+                                                                                 correct_verdict):
+    # An honest worker sleeps between its prepare step and its call; the precomputing fixture's
+    # thread spends 20 ms of CPU there on every call.
+    assert correct_verdict.timing_integrity["candidate_background_cpu_ms"] < 0.1
+    solution = load_solution(Path(__file__).parent / "adversarial" / "cases" / "b13_precompute_thread_runtime"
+                             / "solution")
+    v = unscanned_judge.judge(task, solution)
+    assert v.status == "runtime_error" and v.reward == -1, v.feedback
+    assert v.timing_integrity["candidate_background_cpu_ms"] > 5.0
+    assert any("while it was not being timed" in why for why in v.timing_integrity["failed_attempts"])
 
 
 def test_forged_reply_on_the_channel_fails_the_candidate(unscanned_judge, task, fixture_solution):

@@ -116,6 +116,26 @@ def test_work_in_the_prepare_step_is_caught():
     assert "outside the timed calls" in integrity_problem(hidden, reference)
 
 
+def test_cpu_the_candidate_used_while_it_was_not_timed_is_caught():
+    reference = session([2.0] * 10, go=[2.1] * 10, prepare=[1.0] * 10)
+    honest = session([2.0] * 50, go=[2.1] * 50, prepare=[1.0] * 50)
+    honest.background_cpu_ms = [0.003, 0.01, 0.0, 0.05] * 10
+    assert integrity_problem(honest, reference, backend="cpu") is None
+    precomputing = session([0.1] * 50, go=[0.2] * 50, prepare=[1.0] * 50)
+    precomputing.background_cpu_ms = [20.0] * 50
+    problem = integrity_problem(precomputing, reference, backend="cpu")
+    assert "20.000 ms of CPU per call while it was not being timed" in problem
+    # Work on every other call is work all the same: the mean counts it.
+    precomputing.background_cpu_ms = [0.0, 0.5] * 25
+    assert "0.250 ms of CPU per call" in integrity_problem(precomputing, reference, backend="cpu")
+    # A share of a long call is allowed: 2% of 100 ms, plus 0.1 ms.
+    slow = session([100.0] * 50, go=[100.1] * 50, prepare=[1.0] * 50)
+    slow.background_cpu_ms = [2.0] * 50
+    assert integrity_problem(slow, reference, backend="cpu") is None
+    slow.background_cpu_ms = [2.2] * 50
+    assert "at most 2.100 ms" in integrity_problem(slow, reference, backend="cpu")
+
+
 def test_stats_from_a_session_carry_the_judges_overheads():
     stats = TimingStats.from_session(session([1.0, 2.0, 3.0], go=[1.1, 2.1, 3.1], prepare=[0.5, 0.6, 0.7]))
     assert stats.median_ms == 2.0

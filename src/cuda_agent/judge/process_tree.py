@@ -118,6 +118,23 @@ def stat_fields(pid: str | int) -> list[bytes]:
         return []
 
 
+def cpu_seconds(pid: int, settle_s: float = 0.002) -> float | None:
+    """CPU time process ``pid`` has used, all its threads together, those already ended too, to
+    the nanosecond (its process CPU clock); None if it is gone.
+
+    The kernel adds a running thread's time to that clock only at a tick or when it stops
+    running, so this waits (up to ``settle_s``) for the main thread to stop: a process that has
+    just answered and gone back to waiting is then read in full, not short by its last stretch.
+    """
+    deadline = time.monotonic() + settle_s
+    while (fields := stat_fields(pid)) and fields[0] == b"R" and time.monotonic() < deadline:
+        pass
+    try:
+        return time.clock_gettime(((~pid) << 3) | 2)  # the kernel's id of the process's CPUCLOCK_SCHED
+    except OSError:
+        return None
+
+
 def _namespace(pid: int | str) -> int | None:
     try:
         return os.stat(f"/proc/{pid}/ns/pid").st_ino

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 
 from ..files import write_atomic
 from ..solution import MODEL_FILE
@@ -13,7 +14,7 @@ from .baselines import baseline_stats, settled
 from .floor import WORKLOAD, Peaks, floor_ms
 from .roofline import NOT_ON_CPU, device_peaks, floor_peaks, not_drawn, roofline
 from .reference import ReferenceReport
-from .process_tree import strays_elsewhere
+from .process_tree import cpu_seconds, strays_elsewhere
 from .session import TimedSession, interleave
 from .timing import (Session, TimingStats, consistency_problem, drift_problem, integrity_problem, stability_problem)
 from .verdict import Violation
@@ -28,15 +29,18 @@ class RunTiming:
     def _timed(self, worker: WorkerProcess, label: str, keep: bool, follows: TimedSession | None = None,
                flusher: WorkerProcess | None = None) -> TimedSession:
         """A timing session for ``worker``; one that ``follows`` another ends with it; a
-        ``flusher`` flushes the shared cache before each of its calls (``session``)."""
+        ``flusher`` flushes the shared cache before each of its calls (``session``). A
+        candidate's CPU clock is read around its untimed steps on the cpu backend, where all its
+        work is CPU time (on cuda a thread can queue device work for next to none)."""
         t, cfg = self.timing, self.cfg
         worker_cores, _ = self.judge.timing_placement()
+        watch_cpu = worker.spec.role == "candidate" and self.judge.backend == "cpu"
         return TimedSession(worker, label, keep=keep, warmup=t.warmup_calls, min_calls=t.min_calls,
                             max_calls=t.max_calls, precision=t.precision, target_seconds=t.target_seconds,
                             window=self.judge.backend == "cuda", exchange=self._call, post=self._post,
                             seed=self._seed, call_timeout_s=cfg.call_timeout_s,
                             warm_timeout_s=cfg.timing_timeout_s, cores=worker_cores, follows=follows,
-                            flusher=flusher)
+                            flusher=flusher, cpu_clock=partial(cpu_seconds, worker.pid) if watch_cpu else None)
 
     def _time_sessions(self, sessions: list[TimedSession]) -> None:
         """Run sessions interleaved call by call, with the device to themselves; fail the run if
@@ -119,6 +123,7 @@ class RunTiming:
                 "reference_channel_ms": reference.channel_median_ms,
                 "candidate_gap_ms": v.timings["candidate"].gap_median_ms,
                 "reference_gap_ms": reference.gap_median_ms,
+                "candidate_background_cpu_ms": session.background_cpu_mean_ms,
                 "reference_ms": reference.median_ms,
                 "precision": v.timings["candidate"].precision,
                 "attempts": attempt, "failed_attempts": list(failed_attempts),

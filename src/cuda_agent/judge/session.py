@@ -22,6 +22,11 @@ before, but the untrusted worker's prepare step is no longer dominated by a flus
 level (960 MB read on a 480 MB L3): the check of that step against the reference's
 (``timing.integrity_problem``) then sees work moved into it, and the flush's cost, which depends
 on the dirty lines the call before left, falls on a process whose time is not compared.
+
+A session with a ``cpu_clock`` (the worker's process CPU clock, cpu backend) also records, for
+each timed call, the CPU time the worker used between the end of its prepare step and its go,
+while its timing thread waits: work other threads did while it was not being timed
+(``timing.integrity_problem``).
 """
 
 from __future__ import annotations
@@ -45,20 +50,21 @@ class TimedSession:
                  max_calls: int, precision: float, target_seconds: float, window: bool,
                  exchange: Exchange, post: Callable[["WorkerProcess", dict], None], seed: Callable[[], int],
                  call_timeout_s: float, warm_timeout_s: float, cores: list[int],
-                 follows: "TimedSession | None" = None, flusher: "WorkerProcess | None" = None):
+                 follows: "TimedSession | None" = None, flusher: "WorkerProcess | None" = None,
+                 cpu_clock: Callable[[], float | None] | None = None):
         self.worker, self.label, self.keep = worker, label, keep
         self.warmup, self.min_calls, self.max_calls = warmup, min_calls, max_calls
         self.precision, self.target_seconds, self.use_window = precision, target_seconds, window
         self._exchange, self._post, self._seed = exchange, post, seed
         self.call_timeout_s, self.warm_timeout_s, self.cores = call_timeout_s, warm_timeout_s, cores
-        self.follows, self.flusher = follows, flusher
+        self.follows, self.flusher, self.cpu_clock = follows, flusher, cpu_clock
         self.linger_s: float | None = None  # None: the worker's own default; set by interleave
         self.session = Session()
         self.seeds: list[int] = []
         self.window_ms = 0.0
         self._warm_calls: list[float] = []
         self._i = 0                        # calls made so far, warm-up included
-        self._next: tuple[int, float] | None = None   # the prepared call: its seed, prepare ms
+        self._next: tuple[int, float, float | None] | None = None  # the prepared call: seed, prepare ms, CPU s
         self.done = False
         self.ops: dict | None = None              # the session's ops, from the worker's counter
         self.counter_watching: bool | None = None
@@ -77,13 +83,16 @@ class TimedSession:
         if self.done:
             return
         timed = self._i >= self.warmup
-        seed, prepare_ms = self._next
+        seed, prepare_ms, cpu_before = self._next
         self._next = None
         if self.flusher is not None:
             # Its own next step is this session's go at once; another worker's: it sleeps meanwhile.
             self._exchange(self.flusher, None, self._limit(timed),
                            {"step": "flush", "linger_s": None if self.flusher is self.worker else 0.0},
                            expect={"ok": bool})
+        background_ms = None
+        if cpu_before is not None and (cpu_after := self._cpu()) is not None:
+            background_ms = (cpu_after - cpu_before) * 1e3
         t1 = time.perf_counter()
         reply = self._exchange(self.worker, None, self._limit(timed),
                                {"step": "go", "keep": self.keep and timed, "window_ms": self.window_ms},
@@ -92,7 +101,7 @@ class TimedSession:
         t2 = time.perf_counter()
         self._i += 1
         if timed:
-            self._record(seed, prepare_ms, (t2 - t1) * 1e3, reply)
+            self._record(seed, prepare_ms, (t2 - t1) * 1e3, reply, background_ms)
         else:
             self._warm_calls.append(reply["call_ms"])
         if not self.done:
@@ -116,10 +125,16 @@ class TimedSession:
         if ready["full"] and timed and self.keep:
             self.done = True  # no room left to keep this call's output for checking
             return
-        self._next = (seed, (time.perf_counter() - t0) * 1e3)
+        prepare_ms = (time.perf_counter() - t0) * 1e3
+        self._next = (seed, prepare_ms, self._cpu())
 
-    def _record(self, seed: int, prepare_ms: float, go_ms: float, reply: dict) -> None:
+    def _cpu(self) -> float | None:
+        return self.cpu_clock() if self.cpu_clock is not None else None
+
+    def _record(self, seed: int, prepare_ms: float, go_ms: float, reply: dict, background_ms: float | None) -> None:
         s = self.session
+        if background_ms is not None:
+            s.background_cpu_ms.append(background_ms)
         s.threads_grown += reply["threads"] > 0
         self.seeds.append(seed)
         s.host_ms.append(reply["host_ms"])

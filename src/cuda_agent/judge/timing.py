@@ -42,6 +42,10 @@ if TYPE_CHECKING:
 CHANNEL_FACTOR, CHANNEL_ALLOWANCE_MS = 2.0, 0.05
 PREPARE_FACTOR, PREPARE_ALLOWANCE_MS = 1.5, 0.1
 CPU_CHANNEL_FACTOR, CPU_PREPARE_FACTOR = 3.0, 2.0
+# CPU time a worker may use between its prepare step and its go, on average per call: the tail
+# of its reply and its return to waiting, microseconds honestly. Beyond it, a thread of its own
+# worked while it was not being timed (cpu backend).
+BACKGROUND_CPU_ALLOWANCE_MS, BACKGROUND_CPU_FRACTION = 0.1, 0.02
 # The host clock beyond window, device time and host path: launch and wake-up latency.
 GAP_FACTOR, GAP_ALLOWANCE_MS = 2.0, 0.05
 
@@ -72,6 +76,13 @@ class Session:
     prepare_ms: list[float] = field(default_factory=list)  # judge's clock: the prepare step
     go_ms: list[float] = field(default_factory=list)       # judge's clock: the go step
     threads_grown: int = 0    # timed calls that returned with more threads than they started with
+    # The worker's CPU time between each prepare step's end and its go, while its timing thread
+    # waits: what its other threads did untimed (cpu backend).
+    background_cpu_ms: list[float] = field(default_factory=list)
+
+    @property
+    def background_cpu_mean_ms(self) -> float | None:
+        return statistics.fmean(self.background_cpu_ms) if self.background_cpu_ms else None
 
     @property
     def figure_ms(self) -> list[float]:
@@ -284,6 +295,12 @@ def integrity_problem(candidate: Session, reference: Session | list[Session], ba
     if found:
         return (f"preparing each call took {found[0]:.3f} ms longer than the reference's beside it, for the same "
                 f"inputs (at most {found[1]:.3f} ms): work is being done outside the timed calls")
+    background = candidate.background_cpu_mean_ms
+    if background is not None and candidate.figure_ms:
+        bound = BACKGROUND_CPU_ALLOWANCE_MS + BACKGROUND_CPU_FRACTION * statistics.median(candidate.figure_ms)
+        if background > bound:
+            return (f"the candidate's process used {background:.3f} ms of CPU per call while it was not being timed "
+                    f"(at most {bound:.3f} ms): a thread of its own is working outside the timed calls")
     return None
 
 

@@ -1,7 +1,9 @@
-"""How the cpu backend's timing flush is split between a worker and the trusted reference.
+"""What a timing session does between the timed calls.
 
-``device.shared_cache_flush`` reads the cache layout from sysfs (here a fake one); ``session``
-sends the split flush's steps; the worker carries them out.
+The cpu backend's cache flush, split between a worker and the trusted reference:
+``device.shared_cache_flush`` reads the cache layout from sysfs (here a fake one) and ``session``
+sends the split flush's steps. And the candidate's CPU clock, read after its prepare step and
+before its call, so that work its threads do while it is not timed shows.
 """
 
 from __future__ import annotations
@@ -56,17 +58,22 @@ class Worker:
         self.name = name
 
 
-def run_pair(flusher: bool) -> list[tuple[str, dict]]:
-    """A candidate and a calibration session interleaved against scripted workers; the steps
-    each worker was sent, in order."""
+def run_pair(flusher: bool, cpu: dict[str, float] | None = None) -> tuple[list[tuple[str, dict]], TimedSession]:
+    """A candidate and a calibration session interleaved against scripted workers: the steps
+    each worker was sent, in order, and the candidate's session. ``cpu``: CPU ms the candidate's
+    process uses in each kind of step, its own (``prepare``, ``go``) or the reference's
+    (``reference``), read by the candidate session's CPU clock."""
     from cuda_agent.judge.session import interleave
 
     sent: list[tuple[str, dict]] = []
     cand_worker, ref_worker = Worker("candidate"), Worker("reference")
+    used = [0.0]
 
     def exchange(worker, cmd, timeout, fields, expect=None):
         sent.append((worker.name, dict(fields)))
         step = fields.get("step")
+        if cpu is not None:
+            used[0] += cpu.get(step if worker is cand_worker else "reference", 0.0) / 1e3
         if step == "prepare":
             return {"ok": True, "full": False}
         if step == "go":
@@ -79,15 +86,16 @@ def run_pair(flusher: bool) -> list[tuple[str, dict]]:
     common = dict(keep=False, warmup=1, min_calls=3, max_calls=3, precision=1.0, target_seconds=1.0, window=False,
                   exchange=exchange, post=lambda worker, message: sent.append((worker.name, message)),
                   seed=lambda: next(seeds), call_timeout_s=5.0, warm_timeout_s=5.0, cores=[])
-    cand = TimedSession(cand_worker, "candidate", flusher=ref_worker if flusher else None, **common)
+    cand = TimedSession(cand_worker, "candidate", flusher=ref_worker if flusher else None,
+                        cpu_clock=(lambda: used[0]) if cpu is not None else None, **common)
     calibration = TimedSession(ref_worker, "calibration", follows=cand, flusher=ref_worker if flusher else None,
                                **common)
     interleave([cand, calibration], 60.0, lambda session: None)
-    return sent
+    return sent, cand
 
 
 def test_the_trusted_reference_flushes_right_before_every_call_of_both():
-    sent = run_pair(flusher=True)
+    sent, _ = run_pair(flusher=True)
     steps = [(name, fields.get("step")) for name, fields in sent if "step" in fields]
     gos = [i for i, (_, step) in enumerate(steps) if step == "go"]
     assert {steps[i][0] for i in gos} == {"candidate", "reference"} and len(gos) >= 6
@@ -102,6 +110,19 @@ def test_the_trusted_reference_flushes_right_before_every_call_of_both():
 
 
 def test_without_a_flusher_each_worker_flushes_all_of_its_cache_in_its_prepare_step():
-    sent = run_pair(flusher=False)
+    sent, _ = run_pair(flusher=False)
     assert not [fields for _, fields in sent if fields.get("step") == "flush"]
     assert not [fields for _, fields in sent if "flush" in fields]
+
+
+def test_the_candidates_cpu_is_counted_between_its_prepare_step_and_its_call_only():
+    # 2 ms of its own work per prepare step, 5 per call, and 3 ms per step of the reference's
+    # (a thread of its own at work meanwhile): the reference's flush, call, prepare and flush for
+    # the candidate come between (and its warm-up steps before the first timed call).
+    _, cand = run_pair(flusher=True, cpu={"prepare": 2.0, "go": 5.0, "reference": 3.0})
+    counted = [ms / 3.0 for ms in cand.session.background_cpu_ms]
+    assert counted and all(abs(n - round(n)) < 1e-6 and round(n) >= 4 for n in counted), counted
+    _, cand = run_pair(flusher=False, cpu={"prepare": 2.0, "go": 5.0})
+    assert cand.session.background_cpu_ms and set(cand.session.background_cpu_ms) == {0.0}
+    _, cand = run_pair(flusher=False)
+    assert cand.session.background_cpu_ms == []  # no clock: nothing recorded
