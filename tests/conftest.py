@@ -86,3 +86,20 @@ def workspace_copy(tmp_path: Path) -> Callable[[str], Path]:
         return target
 
     return copy
+
+
+@pytest.fixture(scope="session")
+def skip_where_the_flush_hides_20_ms() -> Callable[..., None]:
+    """Skip a test whose solution moves 20 ms into the prepare step, where the check cannot see
+    it. Where the timing cores share no last-level cache, the cpu backend's prepare step keeps the
+    whole cache flush, and the check allows the reference's step again: on such a host whose
+    flush alone takes 20 ms or more (a large cache), 20 ms hides in it (docs/security.md). Where
+    they share one, the trusted reference flushes it, the step is short, and nothing is skipped."""
+
+    def skip(verdict) -> None:
+        reference = (verdict.timing_integrity or {}).get("reference_prepare_ms")
+        if reference is not None and reference >= 20.0:
+            pytest.skip(f"the reference's prepare step takes {reference:.0f} ms here (its cache flush): the cpu "
+                        "backend's prepare check allows that much again, more than the 20 ms moved")
+
+    return skip

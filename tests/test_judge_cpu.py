@@ -374,34 +374,24 @@ def test_candidate_that_replaces_the_workers_clock_is_caught_by_the_judges_clock
     assert v.timings["candidate"] is None
 
 
-def _skip_where_the_flush_hides_20_ms(v) -> None:
-    """These fixtures move 20 ms into the prepare step. Where the timing cores share no
-    last-level cache, the cpu backend's prepare step keeps the whole cache flush and the check
-    allows that step again: on such a host whose flush alone takes longer (a large cache), the
-    check cannot see 20 ms (docs/security.md). Where they share one, the trusted reference
-    flushes it and the prepare step is short."""
-    reference = (v.timing_integrity or {}).get("reference_prepare_ms")
-    if reference is not None and reference >= 20.0:
-        pytest.skip(f"the reference's prepare step takes {reference:.0f} ms here (its cache flush): "
-                    "the cpu backend's prepare check allows that much again, more than the 20 ms moved")
-
-
-def test_work_moved_out_of_the_timed_call_is_caught(unscanned_judge, task, fixture_solution):
+def test_work_moved_out_of_the_timed_call_is_caught(unscanned_judge, task, fixture_solution,
+                                                    skip_where_the_flush_hides_20_ms):
     # The slow part runs while inputs are prepared (untimed); the judge's clock on the prepare
     # step, compared with the reference's, sees it.
     v = unscanned_judge.judge(task, fixture_solution("cpu/attacks/work_in_prepare"))
-    _skip_where_the_flush_hides_20_ms(v)
+    skip_where_the_flush_hides_20_ms(v)
     assert v.status == "runtime_error", v.feedback
     assert "outside the timed calls" in v.error and v.reward == -1
     assert v.timing_integrity["attempts"] == unscanned_judge.config.timing_attempts == 3
     assert len(v.timing_integrity["failed_attempts"]) == 3
 
 
-def test_overheads_out_of_line_once_are_timed_again(unscanned_judge, task, fixture_solution):
+def test_overheads_out_of_line_once_are_timed_again(unscanned_judge, task, fixture_solution,
+                                                    skip_where_the_flush_hides_20_ms):
     # Only the first timing session prepares slowly (as under a burst of load): the second attempt
     # passes, and its timings are the ones reported.
     v = unscanned_judge.judge(task, fixture_solution("cpu/busy_first_timing"))
-    _skip_where_the_flush_hides_20_ms(v)
+    skip_where_the_flush_hides_20_ms(v)
     assert v.status == "ok", v.feedback
     assert v.timing_integrity["attempts"] >= 2
     assert "outside the timed calls" in v.timing_integrity["failed_attempts"][0]

@@ -162,18 +162,12 @@ PREPARE_STEP_CASES = ("b16_forged_timing_reply_runtime",)  # the judge finds the
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", [_param(c) for c in ALL_CASES])
-def test_cheat_is_rejected(case: Case, judges):
+def test_cheat_is_rejected(case: Case, judges, skip_where_the_flush_hides_20_ms):
     judge = judges(case)
     verdict = judge.evaluate(load_task(case.task_path), load_solution(case.solution_path), stage=case.stage)
     expected = f"{case.status}/{case.rule or '-'}"
-    reference_prepare = (verdict.timing_integrity or {}).get("reference_prepare_ms")
-    if case.name in PREPARE_STEP_CASES and verdict.status == "ok" and reference_prepare and reference_prepare >= 20.0:
-        # Where the timing cores share no last-level cache, the cpu backend's prepare step keeps
-        # the whole cache flush, and the check allows that step again; where the flush alone
-        # exceeds the 20 ms these cases move, it cannot see them (docs/security.md). The static
-        # rules, off for these cases, refuse them.
-        pytest.skip(f"the reference's prepare step takes {reference_prepare:.0f} ms here (its cache flush), more "
-                    "than the 20 ms this case moves into it")
+    if case.name in PREPARE_STEP_CASES and verdict.status == "ok":
+        skip_where_the_flush_hides_20_ms(verdict)  # the static rules, off for these cases, refuse them
     assert verdict.status == case.status, f"expected {expected}; got {_summary(verdict)}"
     assert verdict.correct is False and verdict.reward == -1, _summary(verdict)
     if case.rule:
