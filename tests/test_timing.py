@@ -176,6 +176,24 @@ def test_the_cpu_backend_allows_wider_overheads_for_host_memory_work():
     assert "outside the timed calls" in integrity_problem(hidden, reference, backend="cpu")
 
 
+def test_the_cpu_backend_lets_a_long_calls_steps_exceed_the_references_by_a_share_of_it():
+    # Measured for an honest 95 ms call beside a 3.5 ms reference call: its next prepare step
+    # 1.5-10 ms longer, its channel 2-3 ms longer (the host evicts a worker's data while it computes).
+    reference = session([3.5] * 10, go=[4.5] * 10, prepare=[2.0] * 10)
+    honest = session([95.0] * 10, go=[98.5] * 10, prepare=[8.0] * 10)
+    assert integrity_problem(honest, reference, backend="cpu") is None
+    # On cuda the share is not given: there the same steps are not compared with a long call's.
+    assert integrity_problem(honest, reference, backend="cuda") is not None
+    # Allowed: 2x the reference's prepare (so 2 ms more), 0.1 ms, and 5% of the 95 ms call.
+    moved = session([95.0] * 10, go=[96.0] * 10, prepare=[2.0 + 2.0 + 0.1 + 4.75 + 0.2] * 10)
+    assert "at most 6.850 ms" in integrity_problem(moved, reference, backend="cpu")
+    # Work moved out of a call shortens the call the share is taken of: a short call gets little.
+    hidden = session([5.0] * 10, go=[6.0] * 10, prepare=[12.0] * 10)
+    assert "outside the timed calls" in integrity_problem(hidden, reference, backend="cpu")
+    forged = session([50.0] * 10, go=[98.5] * 10, prepare=[2.0] * 10)
+    assert "longer than the candidate's own clock says" in integrity_problem(forged, reference, backend="cpu")
+
+
 # -- the figure: device time behind a window (cuda), host time (cpu) ------------------------------
 def test_the_figure_is_device_time_where_there_is_a_device():
     cuda = session([0.30, 0.31, 0.29], device=[0.010, 0.011, 0.012], window=[0.25] * 3, call=[0.04] * 3)

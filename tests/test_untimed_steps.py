@@ -8,7 +8,10 @@ before its call, so that work its threads do while it is not timed shows.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+
+import pytest
 
 from cuda_agent.device import cpu_caches, shared_cache_flush
 from cuda_agent.judge.session import TimedSession
@@ -58,25 +61,27 @@ class Worker:
         self.name = name
 
 
-def run_pair(flusher: bool, cpu: dict[str, float] | None = None) -> tuple[list[tuple[str, dict]], TimedSession]:
+def run_pair(flusher: bool, cpu: dict[str, float] | None = None,
+             go_s: float = 0.0) -> tuple[list[tuple[str, dict]], TimedSession]:
     """A candidate and a calibration session interleaved against scripted workers: the steps
     each worker was sent, in order, and the candidate's session. ``cpu``: CPU ms the candidate's
     process uses in each kind of step, its own (``prepare``, ``go``) or the reference's
-    (``reference``), read by the candidate session's CPU clock."""
+    (``reference``), read by the candidate session's CPU clock. ``go_s``: how long each call takes."""
     from cuda_agent.judge.session import interleave
 
     sent: list[tuple[str, dict]] = []
     cand_worker, ref_worker = Worker("candidate"), Worker("reference")
     used = [0.0]
 
-    def exchange(worker, cmd, timeout, fields, expect=None):
-        sent.append((worker.name, dict(fields)))
+    def exchange(worker, cmd, timeout, fields, expect=None, spin_s=None):
+        sent.append((worker.name, dict(fields, spin_s=spin_s)))
         step = fields.get("step")
         if cpu is not None:
             used[0] += cpu.get(step if worker is cand_worker else "reference", 0.0) / 1e3
         if step == "prepare":
             return {"ok": True, "full": False}
         if step == "go":
+            time.sleep(go_s)
             return {"ok": True, "host_ms": 1.0, "call_ms": 1.0, "device_ms": None, "window_ms": None, "threads": 0}
         if step == "stop":
             return {"calls": 0}
@@ -103,10 +108,11 @@ def test_the_trusted_reference_flushes_right_before_every_call_of_both():
     # The workers flush only their private caches in their own prepare step.
     prepares = [fields for _, fields in sent if fields.get("step") == "prepare"]
     assert prepares and all(fields["flush"] == "private" for fields in prepares)
-    # The reference spins for its own call after its flush, and sleeps after one for the candidate's.
+    # The reference sleeps after every flush, before its own call as before the candidate's: each
+    # call starts in a worker woken by its go, so the wake-up counts alike in both channels.
     flushes = [(steps[i + 1][0], fields["linger_s"]) for i, fields in
                enumerate(f for _, f in sent if "step" in f) if fields.get("step") == "flush"]
-    assert set(flushes) == {("candidate", 0.0), ("reference", None)}
+    assert set(flushes) == {("candidate", 0.0), ("reference", 0.0)}
 
 
 def test_without_a_flusher_each_worker_flushes_all_of_its_cache_in_its_prepare_step():
@@ -126,3 +132,17 @@ def test_the_candidates_cpu_is_counted_between_its_prepare_step_and_its_call_onl
     assert cand.session.background_cpu_ms and set(cand.session.background_cpu_ms) == {0.0}
     _, cand = run_pair(flusher=False)
     assert cand.session.background_cpu_ms == []  # no clock: nothing recorded
+
+
+def test_the_judge_polls_for_a_calls_reply_about_as_long_as_the_previous_call_took():
+    # A judge that slept through a long call would add its wake-up to that call's channel only.
+    from cuda_agent.judge.session import GO_SPIN_MAX_S, STEP_SPIN_S, go_spin_s
+
+    assert go_spin_s(None) == STEP_SPIN_S and go_spin_s(0.001) == STEP_SPIN_S
+    assert go_spin_s(0.1) == pytest.approx(0.15) and go_spin_s(30.0) == GO_SPIN_MAX_S
+    sent, _ = run_pair(flusher=True, go_s=0.06)
+    for name in ("candidate", "reference"):
+        spins = [fields["spin_s"] for worker, fields in sent if worker == name and fields.get("step") == "go"]
+        # The first call waits the step default; each later one 1.5 times the call before (60 ms).
+        assert len(spins) >= 3 and spins[0] == STEP_SPIN_S, spins
+        assert all(0.09 <= spin <= 0.2 for spin in spins[1:]), spins

@@ -21,7 +21,6 @@ STAGES = ("compile", "verify", "profile")
 # second check on. The GPU-kernel record is taken on the last check: the profiler it needs starts
 # in the background when the candidate process starts (about a second), and by then it is ready.
 CHECK_TRANSFORMS = ("none", "none", "scale_up", "shift", "scale_down")
-STEP_SPIN_S = 0.05
 Progress = Callable[[str], None]
 
 

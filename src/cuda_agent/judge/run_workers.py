@@ -14,7 +14,8 @@ from .landlock import build_ruleset
 from .sandbox import Step, own_namespace, policy_for, unprivileged_ids, writable_devices
 from .toolchain import find_cuda_home
 from .worker_process import PACKAGE_PARENT, WorkerError, WorkerProcess, WorkerSpec
-from .run_support import _check_reply, _fail, STEP_SPIN_S
+from .run_support import _check_reply, _fail
+from .session import STEP_SPIN_S
 
 
 class RunWorkers:
@@ -187,15 +188,17 @@ class RunWorkers:
               exc.log_tail, fault="task")
 
     def _call(self, worker: WorkerProcess, cmd: str | None, timeout: float, fields: dict[str, Any],
-              expect: dict[str, Any] | None = None) -> dict:
+              expect: dict[str, Any] | None = None, spin_s: float | None = None) -> dict:
         """One exchange: a command (``cmd``) or a timing step (``cmd`` None), reply checked.
 
-        Timing steps poll for their reply rather than sleep, which keeps the judge's clock on
-        each step close to the step itself.
+        Timing steps poll for their reply (``spin_s``, default ``STEP_SPIN_S``) rather than
+        sleep, which keeps the judge's clock on each step close to the step itself.
         """
         message = {"cmd": cmd, **fields} if cmd else fields
+        if spin_s is None:
+            spin_s = 0.0 if cmd else STEP_SPIN_S
         try:
-            reply = worker.exchange(message, timeout, spin_s=0.0 if cmd else STEP_SPIN_S)
+            reply = worker.exchange(message, timeout, spin_s=spin_s)
             _check_reply(reply, expect or {}, cmd or str(fields.get("step")))
             return reply
         except WorkerError as exc:

@@ -13,7 +13,12 @@ followed at once by its own next ``prepare``, so work a call leaves running show
 worker's next step rather than hiding behind another worker's. A session that ``follows``
 another ends with it, so both make the same number of calls under the same conditions; and while
 one worker waits for its turn it sleeps rather than polls (``linger_s`` 0 after its prepare), so
-that on a machine with few cores neither steals the other's.
+that on a machine with few cores neither steals the other's. Every call of an interleaved session
+thus starts in a worker woken by its ``go``, the candidate's and the reference's alike, so the
+wake-up counts the same in both sides' go steps (their ``channel``, compared in
+``timing.integrity_problem``). The judge, in turn, polls for a call's reply about as long as the
+session's previous call took (``go_spin_s``): a judge that slept through a long call and woke
+late would add its own wake-up to that call's channel and not to a shorter one's.
 
 A session with a ``flusher`` (cpu backend) splits the cache flush: its worker's ``prepare``
 flushes only the caches below the shared last level, and the trusted flusher, a process sharing
@@ -39,8 +44,20 @@ from .timing import Session, median_interval, window_for
 if TYPE_CHECKING:
     from .worker_process import WorkerProcess
 
-# Exchanges with a worker: (worker, cmd or None for a timing step, timeout, fields, expect).
+# Exchanges with a worker: (worker, cmd or None for a timing step, timeout, fields, expect,
+# spin_s=how long to poll for the reply before sleeping, None for the default).
 Exchange = Callable[..., dict]
+
+# The judge polls for a timing step's reply this long before sleeping; for a call's reply, also
+# this many times as long as the session's previous call took, up to a limit (a longer call pays
+# one wake-up in its channel, small beside it).
+STEP_SPIN_S = 0.05
+GO_SPIN_FACTOR, GO_SPIN_MAX_S = 1.5, 1.0
+
+
+def go_spin_s(previous_go_s: float | None) -> float:
+    """How long the judge polls for a call's reply, given the session's previous call."""
+    return max(STEP_SPIN_S, min(GO_SPIN_MAX_S, GO_SPIN_FACTOR * (previous_go_s or 0.0)))
 
 
 class TimedSession:
@@ -65,6 +82,7 @@ class TimedSession:
         self._warm_calls: list[float] = []
         self._i = 0                        # calls made so far, warm-up included
         self._next: tuple[int, float, float | None] | None = None  # the prepared call: seed, prepare ms, CPU s
+        self._last_go_s: float | None = None     # the judge's clock on the previous call's go step
         self.done = False
         self.ops: dict | None = None              # the session's ops, from the worker's counter
         self.counter_watching: bool | None = None
@@ -86,9 +104,9 @@ class TimedSession:
         seed, prepare_ms, cpu_before = self._next
         self._next = None
         if self.flusher is not None:
-            # Its own next step is this session's go at once; another worker's: it sleeps meanwhile.
-            self._exchange(self.flusher, None, self._limit(timed),
-                           {"step": "flush", "linger_s": None if self.flusher is self.worker else 0.0},
+            # It sleeps after the flush, for its own call as for another worker's: each call then
+            # starts in a worker woken by its go (see the module's docstring).
+            self._exchange(self.flusher, None, self._limit(timed), {"step": "flush", "linger_s": 0.0},
                            expect={"ok": bool})
         background_ms = None
         if cpu_before is not None and (cpu_after := self._cpu()) is not None:
@@ -97,8 +115,10 @@ class TimedSession:
         reply = self._exchange(self.worker, None, self._limit(timed),
                                {"step": "go", "keep": self.keep and timed, "window_ms": self.window_ms},
                                expect={"host_ms": float, "call_ms": float, "device_ms": (float, type(None)),
-                                       "window_ms": (float, type(None)), "threads": int})
+                                       "window_ms": (float, type(None)), "threads": int},
+                               spin_s=go_spin_s(self._last_go_s))
         t2 = time.perf_counter()
+        self._last_go_s = t2 - t1
         self._i += 1
         if timed:
             self._record(seed, prepare_ms, (t2 - t1) * 1e3, reply, background_ms)
