@@ -153,9 +153,11 @@ def child(args) -> None:
     settings = SimpleNamespace(kernelbench=args.kernelbench, ray_address=None, copies=args.copies)
     row = measure(settings, config, "ray", args.jobs, levels, selection, out, samples, count, Console(stderr=True))
     # Every candidate once: a duplicated or lost verdict shows here.
-    records = [r for r in ResultsLog(out / RESULTS_FILE).read() if r["kind"] == "solution"]
+    logged = ResultsLog(out / RESULTS_FILE).read()
+    records = [r for r in logged if r["kind"] == "solution"]
     seen = collections.Counter((r["key"], r["sample"]) for r in records)
-    problems = len({r["key"] for r in records})
+    # The warm-up's reference checks, one per problem: what its baselines per minute count.
+    problems = len({r["key"] for r in logged if r["kind"] == "reference"})
     row.update(gpus=size, run=tag, problems=problems,
                baselines_per_minute=60.0 * problems / row["warm_up_seconds"] if row["warm_up_seconds"] else None,
                duplicated=sorted(f"{k} sample {s}" for (k, s), n in seen.items() if n > 1),
