@@ -5,15 +5,18 @@ exported files do too), so the ratio ours/theirs compares like with like. A prob
 the ratio is off by more than ``OUTLIER`` (25%) in either mode, with the likeliest reason read from
 the numbers themselves: a time too short to measure, both modes off together (the hardware or the
 CUDA libraries: cuBLAS, cuDNN), or one mode alone (that mode's software: ATen's kernels for eager,
-the compiler's generated code for torch.compile), or a model with BatchNorm or dropout layers,
-which KernelBench times in training mode and the judge in eval mode.
+the compiler's generated code for torch.compile), a time of ours whose sessions disagreed (a
+disturbed session weighs on the mean), or a model with layers that run otherwise in training
+mode, which KernelBench times in training mode and the judge in eval mode.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import statistics
+import tokenize
 from pathlib import Path
 from typing import Any
 
@@ -45,24 +48,58 @@ def _off(ratio: float | None) -> bool:
     return ratio is not None and abs(ratio - 1.0) > OUTLIER
 
 
-# Layers that compute otherwise in training mode: KernelBench times the model as constructed (in
-# training mode), the judge in eval mode, as the paper's verification does.
-MODE_DEPENDENT = re.compile(r"BatchNorm|[Dd]ropout|batch_norm")
+# Layers that run otherwise in training mode: KernelBench times the model as constructed (in
+# training mode), the judge in eval mode, as the paper's verification does. BatchNorm uses batch
+# statistics; dropout is live unless its rate is a literal 0; cuDNN's RNNs run their training pass
+# (which keeps a reserve for backward) and attention's fused fast path is for eval mode only.
+MODE_DEPENDENT = re.compile(
+    r"BatchNorm|batch_norm|\.training\b|\b(?:LSTM|GRU|RNN)\s*\(|MultiheadAttention|TransformerEncoderLayer"
+    r"|TransformerDecoderLayer|\bTransformer\s*\("
+    r"|[Dd]ropout\w*\s*\((?!\s*(?:p\s*=\s*)?0(?:\.0*)?\s*[,)])"  # nn.Dropout(p), F.dropout(x, p) but not Dropout(0.0)
+    r"|\bdropout\s*=(?!\s*0(?:\.0*)?(?![\w.]))")  # a dropout= argument that is not a literal 0
+
+
+def _code_only(source: str) -> str:
+    """The source without its comments and strings (docstrings speak of dropout too)."""
+    try:
+        tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+        return " ".join(t.string for t in tokens if t.type not in (tokenize.COMMENT, tokenize.STRING))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return source
 
 
 def mode_dependent(source: str) -> bool:
-    return bool(MODE_DEPENDENT.search(source))
+    return bool(MODE_DEPENDENT.search(_code_only(source)))
+
+
+def _unsteady(timing: dict | None) -> tuple[float, float, float] | None:
+    """(fastest session, slowest session, median call) where our timing's sessions disagreed."""
+    sessions = (timing or {}).get("sessions_ms") or []
+    if (timing or {}).get("stable") is not False or not sessions:
+        return None
+    return min(sessions), max(sessions), timing.get("median_ms")
 
 
 def likely_reason(ratios: dict[str, float | None], ours_ms: dict[str, float | None], min_ms: float,
-                  train_mode_differs: bool = False) -> str:
-    """Why a problem's times differ from KernelBench's, as far as the two sides' numbers tell."""
+                  train_mode_differs: bool = False,
+                  unsteady: dict[str, tuple[float, float, float | None]] | None = None) -> str:
+    """Why a problem's times differ from KernelBench's, as far as the two sides' numbers tell.
+    ``unsteady``: the modes whose timing sessions disagreed here, as ``_unsteady`` gives them."""
     if any(ms is not None and ms < min_ms for ms in ours_ms.values()):
         return (f"under {min_ms:g} ms here: launch overhead and timer resolution are a large part of "
                 "the time on both sides")
+    train_mode = ("the model has layers that run otherwise in training mode (BatchNorm, dropout, RNN, attention): "
+                  "KernelBench times it in training mode, the judge in eval mode, as the paper's verification "
+                  "builds it")
+    off_unsteady = {mode: span for mode, span in (unsteady or {}).items() if _off(ratios.get(mode))}
+    if off_unsteady:
+        spans = "; ".join(f"{mode} {low:.3g}-{high:.3g} ms" + (f", median call {median:.3g} ms" if median else "")
+                          for mode, (low, high, median) in off_unsteady.items())
+        reason = (f"our timing was unsteady, its sessions disagreeing ({spans}): a disturbed session weighs on "
+                  "the mean; time it again with fewer checks at once")
+        return reason + (f"; besides, {train_mode}" if train_mode_differs else "")
     if train_mode_differs:
-        return ("the model has BatchNorm or dropout layers: KernelBench times it in training mode (batch "
-                "statistics, live dropout), the judge in eval mode, as the paper's verification builds it")
+        return train_mode
     eager, compiled = ratios.get("eager"), ratios.get("compile")
     if _off(eager) and _off(compiled) and (eager - 1.0) * (compiled - 1.0) > 0:
         side = "slower" if eager > 1.0 else "faster"
@@ -116,8 +153,9 @@ def compare(references: list[dict], imported: dict[str, dict[str, dict]], min_ms
         problems.append(row)
         row_ratios = {mode: row[f"{mode}_ratio"] for mode in MODES}
         if any(_off(r) for r in row_ratios.values()):
+            unsteady = {m: span for m in MODES if (span := _unsteady(reference.get(m)))}
             row["reason"] = likely_reason(row_ratios, {m: row[f"{m}_ours_ms"] for m in MODES}, min_ms,
-                                          key in train_mode_differs)
+                                          key in train_mode_differs, unsteady)
             if key not in train_mode_differs and row["eager_ratio"] is not None \
                     and not 0.5 <= row["eager_ratio"] <= 2.0:
                 row["reason"] += ("; over 2x off in eager, where the two sides agree within a few percent on "
@@ -151,7 +189,7 @@ def to_markdown(comparison: dict[str, Any]) -> str:
              "| subset | mode | problems | median | p10-p90 | p25-p75 | min-max | within 25% |",
              "|---|---|---|---|---|---|---|---|"]
     subsets = [("all", comparison["modes"]),
-               ("all without BatchNorm or dropout", comparison["modes_without_training_mode_layers"])] + \
+               ("all without training-mode layers", comparison["modes_without_training_mode_layers"])] + \
         [(f"level {k}", v) for k, v in comparison["levels"].items()]
     for name, modes in subsets:
         for mode in MODES:
