@@ -89,13 +89,16 @@ def main() -> None:
     parser.add_argument("--pools", default="local", help="pools in order, e.g. local,ray,local (the first row warms caches)")
     parser.add_argument("--ray-address", default=None, help="with the ray pool: HOST:PORT (default: start one here)")
     parser.add_argument("--timing-seconds", type=float, default=None)
+    parser.add_argument("--exclusive-timing", action="store_true",
+                        help="other judges' checks wait while one times (JudgeConfig.exclusive_timing)")
     parser.add_argument("--cache-dir", type=Path, default=None, help="judge cache (default: a fresh one)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "bench_throughput.json")
     args = parser.parse_args()
 
     console = Console(stderr=True)
     work = Path(tempfile.mkdtemp(prefix="bench-throughput-"))
-    config = JudgeConfig(backend=args.device, cache_dir=args.cache_dir or work / "cache")
+    config = JudgeConfig(backend=args.device, cache_dir=args.cache_dir or work / "cache",
+                         exclusive_timing=args.exclusive_timing)
     if args.timing_seconds:
         config = replace(config, timing=replace(config.timing, target_seconds=args.timing_seconds))
     levels, selection = parse_levels(args.levels), parse_selection(args.problems)
@@ -158,7 +161,8 @@ def measure(args, config, kind: str, jobs: int, levels, selection, out: Path, sa
     Console().print(f"{kind} pool, {jobs} job(s) per GPU: warm-up (reference checks, baselines) {warm_s:.1f} s, "
                     f"{len(records)} candidates in {seconds:.1f} s")
     return {"pool": kind, "device": report.get("device"), "backend": settings["backend"], "gpus": settings["gpus"],
-            "jobs_per_gpu": jobs, "levels": levels, "copies": args.copies, "candidates": count,
+            "jobs_per_gpu": jobs, "exclusive_timing": args.exclusive_timing, "levels": levels, "copies": args.copies,
+            "candidates": count,
             "judged": len(records), "correct": sum(bool(r.get("correct")) for r in records),
             "warm_up_seconds": warm_s, "seconds": seconds, "per_minute": 60.0 * len(records) / seconds,
             "mean_stage_seconds": stages, "outcomes": [outcome(r, out) for r in records]}

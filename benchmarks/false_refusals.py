@@ -85,6 +85,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=None, help="judges at once (default: the pool's)")
     parser.add_argument("--example", default="fused_elementwise", help="a folder of examples/")
     parser.add_argument("--max-minutes", type=float, default=None, help="start no judge after this long")
+    parser.add_argument("--exclusive-timing", action="store_true",
+                        help="other judges' checks wait while one times (JudgeConfig.exclusive_timing)")
     parser.add_argument("--out", type=Path, default=None, help="JSON (default: benchmarks/results/false_refusals-BACKEND.json)")
     args = parser.parse_args()
 
@@ -97,7 +99,7 @@ def main() -> None:
     log = out.with_suffix(".jsonl")
     log.write_text("")
     with tempfile.TemporaryDirectory() as tmp:
-        config = JudgeConfig(backend=backend, cache_dir=Path(tmp) / "cache")
+        config = JudgeConfig(backend=backend, cache_dir=Path(tmp) / "cache", exclusive_timing=args.exclusive_timing)
         with LocalJudgePool(config, concurrency) as pool:
             asyncio.run(pool.evaluate(task, solution, "profile"))  # builds and caches the baselines
             started = time.perf_counter()
@@ -110,7 +112,8 @@ def main() -> None:
     medians = [v.timings["candidate"].median_ms for v in verdicts if v.timings.get("candidate")]
     judged = len(verdicts)
     result = {"command": " ".join(sys.argv), "backend": backend, "example": args.example, "asked": args.n,
-              "judged": judged, "concurrency": concurrency, "seconds": seconds, "outcomes": dict(counts),
+              "judged": judged, "concurrency": concurrency, "exclusive_timing": args.exclusive_timing,
+              "seconds": seconds, "outcomes": dict(counts),
               "rewards": {str(k): v for k, v in sorted(rewards.items())},
               "refusal_rate": counts.get("refused", 0) / max(1, judged),
               "candidate_median_ms": {"median": statistics.median(medians), "min": min(medians),

@@ -104,7 +104,8 @@ PY
       # ($KB_BASELINES, default its H100_Modal folder). Time-boxed (BASELINES_SECONDS) and
       # resumable: the run folder ($BASELINES_RUN) comes back as baselines-run.tgz; unpack it
       # there and call again to go on. BASELINES_JOBS checks at once (the largest problems hold
-      # about 26 GB of GPU memory each while checked).
+      # about 26 GB of GPU memory each while checked); BASELINES_FLAGS adds options
+      # (--exclusive-timing: other checks wait while one is timed).
       run=${BASELINES_RUN:-.baselines-run}
       compare=${KB_BASELINES:-${KERNELBENCH:-.kernelbench}/results/timing/H100_Modal}
       recorded=docs/kernelbench/baselines-h100/results.jsonl
@@ -114,7 +115,7 @@ PY
       fi
       timeout "${BASELINES_SECONDS:-520}" python3 -m cuda_agent.cli bench --kernelbench "${KERNELBENCH:-.kernelbench}" \
         --baselines-only --levels "${BASELINES_LEVELS:-1,2,3}" --jobs "${BASELINES_JOBS:-4}" --device cuda --out "$run" \
-        --export-baselines "$run/timing" --compare-baselines "$compare" 2>&1 | tee "$OUT/baselines.txt"
+        ${BASELINES_FLAGS:-} --export-baselines "$run/timing" --compare-baselines "$compare" 2>&1 | tee "$OUT/baselines.txt"
       if [ "${PIPESTATUS[0]}" != 0 ]; then  # cut short or some checks failed: the report of what is recorded
         python3 -m cuda_agent.cli bench --kernelbench "${KERNELBENCH:-.kernelbench}" --baselines-only \
           --levels "${BASELINES_LEVELS:-1,2,3}" --device cuda --out "$run" --report-only \
@@ -128,8 +129,9 @@ PY
         ${THROUGHPUT_FLAGS:-} 2>&1 | tee "$OUT/bench_throughput.txt" || status=1 ;;
     refusals)
       # Honest judges refused by the timing integrity checks under the pool's default load
-      # (REFUSAL_MINUTES: start no judge after that long, so that the JSON is written in time).
-      python3 benchmarks/false_refusals.py --device cuda --n "${REFUSAL_N:-100}" \
+      # (REFUSAL_MINUTES: start no judge after that long, so that the JSON is written in time;
+      # REFUSAL_FLAGS adds options: --concurrency N, --exclusive-timing).
+      python3 benchmarks/false_refusals.py --device cuda --n "${REFUSAL_N:-100}" ${REFUSAL_FLAGS:-} \
         ${REFUSAL_MINUTES:+--max-minutes "$REFUSAL_MINUTES"} --out "$OUT/false_refusals.json" 2>&1 \
         | tee "$OUT/false_refusals.txt" || status=1 ;;
     synth)

@@ -213,6 +213,7 @@ def bench(
     gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs to use (default: all visible)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", help="Evaluations at once per GPU (default: cores / 2 / GPUs; 1 on the CPU)."),
     timing_seconds: Optional[float] = typer.Option(None, "--timing-seconds", help="Target length of each timing session (default 1 s)."),
+    exclusive_timing: bool = typer.Option(False, "--exclusive-timing", help="Other evaluations' checks wait while one is timed on its GPU (steadier times under load, fewer a minute)."),
     min_baseline_ms: float = typer.Option(0.1, "--min-baseline-ms", help="Eager times below this are flagged too fast to time."),
     baselines: Optional[Path] = typer.Option(None, "--baselines", help="Import baselines from a KernelBench results/timing/HW folder."),
     export_baselines: Optional[Path] = typer.Option(None, "--export-baselines", help="Write our baselines in KernelBench's layout to this folder."),
@@ -232,7 +233,7 @@ def bench(
 
     # run_benchmark refuses a wrong combination of --solutions, --model and --baselines-only.
     name = label or (model.replace("/", "_") if model else Path(solutions).resolve().name if solutions else "baselines")
-    config = _config(device, cache_dir)
+    config = _config(device, cache_dir, exclusive_timing=exclusive_timing or None)
     if timing_seconds is not None:
         config = replace(config, timing=replace(config.timing, target_seconds=timing_seconds))
     agent = None

@@ -194,8 +194,8 @@ def test_baselines_only_times_every_reference_and_compares_with_kernelbench(benc
 
     out = bench["root"] / "baselines"
     options = BenchOptions(kernelbench=FIXTURE, out=out, levels=[1], baselines_only=True, compare_baselines=theirs,
-                           export_baselines=out / "timing", judge=judge_config(), min_baseline_ms=MIN_BASELINE_MS,
-                           jobs_per_gpu=2)
+                           export_baselines=out / "timing", judge=judge_config(exclusive_timing=True),
+                           min_baseline_ms=MIN_BASELINE_MS, jobs_per_gpu=2)
     report, written = run_benchmark(options)
 
     level1 = sorted(p.name for p in (FIXTURE / "KernelBench" / "level1").glob("[0-9]*.py"))
@@ -220,6 +220,7 @@ def test_baselines_only_times_every_reference_and_compares_with_kernelbench(benc
     # Rebuilt later without judging: the settings are still those the results were judged with.
     rebuilt, _ = run_benchmark(replace(options, report_only=True, jobs_per_gpu=None))
     assert rebuilt["settings"]["jobs_per_gpu"] == 2 and rebuilt["settings"]["backend"] == "cpu"
+    assert report["settings"]["exclusive_timing"] is rebuilt["settings"]["exclusive_timing"] is True
     assert rebuilt["baselines"] == report["baselines"]
 
 

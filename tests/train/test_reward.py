@@ -137,3 +137,12 @@ def test_the_time_limit_stops_the_judge_instead_of_abandoning_it(demo_tasks, tmp
             time.sleep(0.2)
         else:
             raise AssertionError("the judge's process still runs after its time limit")
+
+
+def test_the_reward_pool_takes_the_judge_settings_it_names(tmp_path):
+    from cuda_agent.train.pools import make_judge_pool
+
+    with make_judge_pool({"backend": "cpu", "cache_dir": tmp_path, "concurrency": 1, "exclusive_timing": True}) as pool:
+        assert pool.config.exclusive_timing and pool.config.cache_dir == tmp_path.absolute()
+    with make_judge_pool({"backend": "cpu", "cache_dir": tmp_path, "concurrency": 1}) as pool:
+        assert not pool.config.exclusive_timing

@@ -99,8 +99,9 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
         if not options.report_only:
             _check_run_settings(options.out, backend, options.judge)
             # How this call judges, for a report rebuilt later with --report-only.
-            write_atomic(options.out / LAST_RUN_FILE, json.dumps({"gpus": gpus, "jobs_per_gpu": jobs,
-                                                                  "pool": options.pool}))
+            write_atomic(options.out / LAST_RUN_FILE, json.dumps({
+                "gpus": gpus, "jobs_per_gpu": jobs, "pool": options.pool,
+                "exclusive_timing": options.judge.exclusive_timing}))
         if not pools and not options.report_only:
             pools = [make_pool("local", replace(options.judge, backend=backend, device_index=i), jobs)
                      for i in range(gpus)]
@@ -127,7 +128,8 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
         for pool in pools:
             pool.close()
 
-    settings = {"backend": backend, "gpus": gpus, "jobs_per_gpu": jobs, "pool": options.pool, "levels": options.levels,
+    settings = {"backend": backend, "gpus": gpus, "jobs_per_gpu": jobs, "pool": options.pool,
+                "exclusive_timing": options.judge.exclusive_timing, "levels": options.levels,
                 "problems": {str(level): [p.problem_id for p in items] for level, items in problems.items()},
                 "min_baseline_ms": options.min_baseline_ms, "baselines_only": options.baselines_only,
                 "baselines": f"imported from {options.import_baselines} (KernelBench means)" if imported
@@ -161,7 +163,7 @@ def _earlier_run_settings(out: Path) -> dict:
     found = {}
     try:  # an older run's folder has no last_run.json: its report says how it ran
         earlier = json.loads((out / "report.json").read_text())["settings"]
-        found.update({key: earlier[key] for key in ("gpus", "jobs_per_gpu", "pool") if key in earlier})
+        found.update({key: earlier[key] for key in HOW_IT_RAN if key in earlier})
     except (OSError, ValueError, KeyError, TypeError):
         pass
     for name in (RUN_FILE, LAST_RUN_FILE):
@@ -169,13 +171,14 @@ def _earlier_run_settings(out: Path) -> dict:
             found.update(json.loads((out / name).read_text()))
         except (OSError, ValueError, TypeError):
             continue
-    judge = {key: value for key, value in found.items() if key not in ("backend", "gpus", "jobs_per_gpu", "pool")}
-    return {**{key: found[key] for key in ("backend", "gpus", "jobs_per_gpu", "pool") if key in found},
+    judge = {key: value for key, value in found.items() if key not in ("backend", *HOW_IT_RAN)}
+    return {**{key: found[key] for key in ("backend", *HOW_IT_RAN) if key in found},
             **({"judge": judge} if judge else {})}
 
 
 RUN_FILE = "run.json"
 LAST_RUN_FILE = "last_run.json"
+HOW_IT_RAN = ("gpus", "jobs_per_gpu", "pool", "exclusive_timing")  # the last call's, in LAST_RUN_FILE
 
 
 def _check_run_settings(out: Path, backend: str, judge: JudgeConfig) -> None:

@@ -84,6 +84,9 @@ class JudgeConfig:
     check_precision: bool = True      # float32 outputs against the reference run in float64
     compare_on_device: bool = True    # cuda: outputs compared on the GPU (judge/device_exchange.py)
     floor_slack: float | None = 4.0   # times below (physical floor / slack) fail closed; None: off
+    # Other judges' checks wait while one times on the device (judge/device_gate.py), not only
+    # their timing: steadier times under load, at some throughput.
+    exclusive_timing: bool = False
     seed: int | None = None           # fixes the secret seeds; for tests and reproduction only
     keep_samples: bool = False        # put every timed call's duration in the verdict
 

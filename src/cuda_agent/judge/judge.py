@@ -32,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ from ..task import Task
 from .baselines import BaselineCache, BaselineKey
 from .build import ExtensionBuilder
 from .config import JudgeConfig
+from .device_gate import DeviceGate
 from .op_counter import OpCounterUnavailable
 from .op_counter import build as build_op_counter
 from .reference import ReferenceReport
@@ -292,6 +293,18 @@ class Judge:
         locks = self.cache_dir / "locks"
         locks.mkdir(exist_ok=True)
         return FileLock(str(locks / f"{self.backend}-{self.visible_device()}.lock"))
+
+    def timing_alone(self) -> AbstractContextManager:
+        """Inside the timing lock: with ``exclusive_timing``, no other judge's checks on the
+        device while this one times (``device_gate``)."""
+        return self._device_gate().alone() if self.config.exclusive_timing else nullcontext()
+
+    def beside_timing(self) -> AbstractContextManager:
+        """Device work that other judges' timing must not overlap, with ``exclusive_timing``."""
+        return self._device_gate().shared() if self.config.exclusive_timing else nullcontext()
+
+    def _device_gate(self) -> DeviceGate:
+        return DeviceGate(self.cache_dir / "locks", f"{self.backend}-{self.visible_device()}")
 
     def peaks_path(self, device: dict) -> Path:
         import torch

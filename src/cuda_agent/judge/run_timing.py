@@ -53,7 +53,7 @@ class RunTiming:
             self._worker_failed(session.worker.spec.role, WorkerError(
                 "timeout", f"timing did not finish within {self.cfg.timing_timeout_s:.0f} s"))
 
-        with self.judge.timing_lock(), _pinned_thread(judge_core):
+        with self.judge.timing_lock(), self.judge.timing_alone(), _pinned_thread(judge_core):
             interleave(sessions, self.cfg.timing_timeout_s, overran)
             kept = [s.finish() for s in sessions]
         for s in sessions:
@@ -201,16 +201,18 @@ class RunTiming:
         seed = self._seed()
         # Both outputs stay in the reference's process and are compared there, on the device
         # where there is one: a KernelBench output can be several GB.
-        for name in ("first", "second"):
-            self._call(self.ref, "run", cfg.call_timeout_s,
-                       {"input_seed": seed, "reseed": self._seed(), "hold": name, "copy": name == "first"},
-                       expect={"output": object})
-        check = self._call(self.ref, "compare_held", cfg.call_timeout_s,
-                           {"candidate": "second", "reference": "first",
-                            "tolerance": {"atol": cfg.atol, "rtol": cfg.rtol, "norm_rtol": cfg.norm_rtol}},
-                           expect={"check": dict})["check"]
-        if self.judge.backend == "cuda":  # the baselines' roofline: the workload and the peaks, while it runs
-            self._workload(seed)
+        with self.judge.beside_timing():
+            for name in ("first", "second"):
+                self._call(self.ref, "run", cfg.call_timeout_s,
+                           {"input_seed": seed, "reseed": self._seed(), "hold": name, "copy": name == "first"},
+                           expect={"output": object})
+            check = self._call(self.ref, "compare_held", cfg.call_timeout_s,
+                               {"candidate": "second", "reference": "first",
+                                "tolerance": {"atol": cfg.atol, "rtol": cfg.rtol, "norm_rtol": cfg.norm_rtol}},
+                               expect={"check": dict})["check"]
+            if self.judge.backend == "cuda":  # the baselines' roofline: the workload, while it runs
+                self._workload(seed)
+        if self.judge.backend == "cuda":  # and the peaks, timed alone
             self._peaks()
         self.ref.close()
         report.deterministic = bool(check.get("passed"))
@@ -241,7 +243,7 @@ class RunTiming:
             return Peaks(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
             pass
-        with self.judge.timing_lock():  # no other judge's timing on the device meanwhile
+        with self.judge.timing_lock(), self.judge.timing_alone():  # no other judge's timing on the device meanwhile
             reply = self._call(self.ref, "peaks", self.cfg.timing_timeout_s, {},
                                expect={"bytes_per_s": float, "flops_per_s": float})
         peaks = Peaks(reply["bytes_per_s"], reply["flops_per_s"])

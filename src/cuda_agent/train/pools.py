@@ -81,9 +81,12 @@ class TrainJudgePool:
 def make_judge_pool(settings: dict[str, Any] | None) -> Any:
     """``settings``: backend (cuda or cpu; default: cuda where a GPU is visible), cache_dir,
     concurrency (judge runs at once; with the Ray pool, per GPU), pool (local, the default, or
-    ray), ray_address and ray_resource (``cluster.ray_pool.RayJudgePool``)."""
+    ray), ray_address and ray_resource (``cluster.ray_pool.RayJudgePool``), exclusive_timing
+    (``JudgeConfig.exclusive_timing``)."""
     settings = dict(settings or {})
     extra = {"cache_dir": Path(settings["cache_dir"])} if settings.get("cache_dir") else {}
+    if settings.get("exclusive_timing"):
+        extra["exclusive_timing"] = True
     config = JudgeConfig(backend=settings.get("backend"), **extra)
     kind = settings.get("pool") or "local"
     if kind == "ray":
