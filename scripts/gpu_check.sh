@@ -109,8 +109,10 @@ PY
       run=${BASELINES_RUN:-.baselines-run}
       compare=${KB_BASELINES:-${KERNELBENCH:-.kernelbench}/results/timing/H100_Modal}
       recorded=docs/kernelbench/baselines-h100/results.jsonl
-      if [ ! -s "$run/results.jsonl" ] && nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H100; then
-        # A fresh checkout goes on from the recorded H100 run (its checks are kept, not redone).
+      if [ -z "${BASELINES_FRESH:-}" ] && [ ! -s "$run/results.jsonl" ] \
+          && nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H100; then
+        # A fresh checkout goes on from the recorded H100 run (its checks are kept, not redone);
+        # BASELINES_FRESH=1 times everything asked again, e.g. to compare judge settings.
         mkdir -p "$run" && cp "$recorded" "$run/results.jsonl"
       fi
       timeout "${BASELINES_SECONDS:-520}" python3 -m cuda_agent.cli bench --kernelbench "${KERNELBENCH:-.kernelbench}" \
