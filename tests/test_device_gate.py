@@ -3,6 +3,7 @@ checks, a dead holder frees it, and judges with ``exclusive_timing`` never check
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import signal
@@ -81,10 +82,10 @@ def test_a_holder_that_dies_frees_the_gate(tmp_path):
             holder.kill()
 
 
-def test_judges_with_exclusive_timing_never_check_while_another_times(judge_config, task, fixture_solution,
-                                                                       monkeypatch, tmp_path):
-    spans: list[tuple[str, str, float, float]] = []  # (thread, shared or alone, start, end)
-    lock = threading.Lock()
+def _judge_logging_the_gate(config, task, solution, log: str) -> None:
+    """One judge in a process of its own, as the pools run them; every hold of the gate logged
+    with the machine-wide monotonic clock."""
+    spans = []
 
     def logged(original, kind):
         @contextmanager
@@ -94,31 +95,34 @@ def test_judges_with_exclusive_timing_never_check_while_another_times(judge_conf
                 try:
                     yield
                 finally:
-                    with lock:
-                        spans.append((threading.current_thread().name, kind, start, time.monotonic()))
+                    spans.append((kind, start, time.monotonic()))
         return hold
 
-    monkeypatch.setattr(DeviceGate, "shared", logged(DeviceGate.shared, "shared"))
-    monkeypatch.setattr(DeviceGate, "alone", logged(DeviceGate.alone, "alone"))
+    DeviceGate.shared = logged(DeviceGate.shared, "shared")
+    DeviceGate.alone = logged(DeviceGate.alone, "alone")
+    verdict = Judge(config).evaluate(task, solution, "profile")
+    Path(log).write_text(json.dumps({"spans": spans, "ok": verdict.status == "ok" and verdict.correct,
+                                     "timed": bool(verdict.timings.get("candidate")), "error": verdict.error}))
+
+
+def test_judges_with_exclusive_timing_never_check_while_another_times(judge_config, task, fixture_solution, tmp_path):
     config = judge_config(exclusive_timing=True, cache_dir=tmp_path / "cache")
     solution = fixture_solution("cpu/correct")
-    verdicts = {}
-
-    def judge(name: str) -> None:
-        verdicts[name] = Judge(config).evaluate(task, solution, "profile")
-
-    threads = [threading.Thread(target=judge, args=(name,), name=name) for name in ("one", "two")]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(600)
-    assert all(v.status == "ok" and v.correct and v.timings.get("candidate") for v in verdicts.values()), \
-        {k: (v.status, v.error) for k, v in verdicts.items()}
-    assert {s[0] for s in spans if s[1] == "shared"} == {"one", "two"}  # both checked through the gate
-    assert {s[0] for s in spans if s[1] == "alone"} == {"one", "two"}  # and timed through it
-    for who, kind, start, end in spans:
-        if kind != "alone":
-            continue
-        for other, other_kind, other_start, other_end in spans:
-            if other != who:
-                assert other_end <= start or other_start >= end, (who, kind, other, other_kind)
+    context = multiprocessing.get_context("spawn")
+    logs = {name: tmp_path / f"{name}.json" for name in ("one", "two")}
+    judges = [context.Process(target=_judge_logging_the_gate, args=(config, task, solution, str(log)))
+              for log in logs.values()]
+    for judge in judges:
+        judge.start()
+    for judge in judges:
+        judge.join(600)
+        assert judge.exitcode == 0
+    results = {name: json.loads(log.read_text()) for name, log in logs.items()}
+    assert all(r["ok"] and r["timed"] for r in results.values()), results
+    for name, result in results.items():  # each checked and timed through the gate
+        assert {kind for kind, _, _ in result["spans"]} == {"shared", "alone"}, (name, result["spans"])
+    (one, two) = (results[name]["spans"] for name in ("one", "two"))
+    for mine, theirs in ((one, two), (two, one)):
+        for kind, start, end in mine:
+            if kind == "alone":  # nothing of the other judge's inside this judge's timing
+                assert all(other_end <= start or other_start >= end for _, other_start, other_end in theirs)
