@@ -32,9 +32,9 @@ import sys
 import tempfile
 import threading
 import time
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from filelock import FileLock
 
@@ -288,23 +288,29 @@ class Judge:
             self._shared_flush = (shared_cache_flush(cores),)
         return self._shared_flush[0]
 
-    def timing_lock(self) -> FileLock:
-        """Timing runs on one device never overlap, across threads and processes."""
-        locks = self.cache_dir / "locks"
-        locks.mkdir(exist_ok=True)
-        return FileLock(str(locks / f"{self.backend}-{self.visible_device()}.lock"))
-
-    def timing_alone(self) -> AbstractContextManager:
-        """Inside the timing lock: with ``exclusive_timing``, no other judge's checks on the
-        device while this one times (``device_gate``)."""
-        return self._device_gate().alone() if self.config.exclusive_timing else nullcontext()
+    @contextmanager
+    def timing_lock(self) -> Iterator[None]:
+        """Timing runs on one device never overlap, across threads and processes; with
+        ``exclusive_timing``, no other judge's checks run on the device meanwhile either
+        (``beside_timing``)."""
+        with FileLock(str(self._device_locks() / f"{self._device_name()}.lock")):
+            with self._device_gate().alone() if self.config.exclusive_timing else nullcontext():
+                yield
 
     def beside_timing(self) -> AbstractContextManager:
         """Device work that other judges' timing must not overlap, with ``exclusive_timing``."""
         return self._device_gate().shared() if self.config.exclusive_timing else nullcontext()
 
     def _device_gate(self) -> DeviceGate:
-        return DeviceGate(self.cache_dir / "locks", f"{self.backend}-{self.visible_device()}")
+        return DeviceGate(self._device_locks(), self._device_name())
+
+    def _device_locks(self) -> Path:
+        locks = self.cache_dir / "locks"
+        locks.mkdir(exist_ok=True)
+        return locks
+
+    def _device_name(self) -> str:
+        return f"{self.backend}-{self.visible_device()}"
 
     def peaks_path(self, device: dict) -> Path:
         import torch

@@ -53,7 +53,7 @@ class RunTiming:
             self._worker_failed(session.worker.spec.role, WorkerError(
                 "timeout", f"timing did not finish within {self.cfg.timing_timeout_s:.0f} s"))
 
-        with self.judge.timing_lock(), self.judge.timing_alone(), _pinned_thread(judge_core):
+        with self.judge.timing_lock(), _pinned_thread(judge_core):
             interleave(sessions, self.cfg.timing_timeout_s, overran)
             kept = [s.finish() for s in sessions]
         for s in sessions:
@@ -243,7 +243,7 @@ class RunTiming:
             return Peaks(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
             pass
-        with self.judge.timing_lock(), self.judge.timing_alone():  # no other judge's timing on the device meanwhile
+        with self.judge.timing_lock():  # no other judge's timing on the device meanwhile
             reply = self._call(self.ref, "peaks", self.cfg.timing_timeout_s, {},
                                expect={"bytes_per_s": float, "flops_per_s": float})
         peaks = Peaks(reply["bytes_per_s"], reply["flops_per_s"])
