@@ -109,11 +109,12 @@ def main() -> None:
         for jobs in jobs_list:
             for kind in args.pools.split(","):
                 # Every row judges copies of its own (another comment, another hash): none finds
-                # its builds cached by an earlier row.
+                # its builds cached by an earlier row, nor by a row of an earlier run that shared
+                # --cache-dir (this run's folder name is unique).
                 row = f"{len(rows)}-{kind}-{jobs}"
                 out, samples = work / f"run-{row}", work / f"samples-{row}"
                 count = copies_as_samples(args.kernelbench, levels, selection, args.solutions, samples, args.copies,
-                                          tag=f" row {row}")
+                                          tag=f" row {row} of {work.name}")
                 rows.append(measure(args, replace(config, backend=backend), kind, jobs, levels, selection, out,
                                     samples, count, console))
     finally:
