@@ -95,8 +95,10 @@ def likely_reason(ratios: dict[str, float | None], ours_ms: dict[str, float | No
     if off_unsteady:
         spans = "; ".join(f"{mode} {low:.3g}-{high:.3g} ms" + (f", median call {median:.3g} ms" if median else "")
                           for mode, (low, high, median) in off_unsteady.items())
+        # Such sessions disagreed as much with one check at a time on the GPU, other judges held
+        # off: the median call, not the mean, is the figure to compare.
         reason = (f"our timing was unsteady, its sessions disagreeing ({spans}): a disturbed session weighs on "
-                  "the mean; time it again with fewer checks at once")
+                  "the mean; the median call is the steadier figure")
         return reason + (f"; besides, {train_mode}" if train_mode_differs else "")
     if train_mode_differs:
         return train_mode
