@@ -52,3 +52,18 @@ def test_a_reference_out_of_memory_says_what_to_do(cpu_judge):
     assert not report.ok
     assert "do not fit in the device's memory" in report.error and "--jobs 1" in report.error
     assert "cannot allocate 80 GB" in report.error
+
+
+@pytest.mark.slow
+def test_the_check_reports_its_workers_peak_host_memory(cpu_judge):
+    small = cpu_judge.check_reference(_task("ref_small", "return torch.tanh(x)"))
+    big_source = (HEADER + "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                  "        self.register_buffer('big', torch.ones(64_000_000))  # 256 MB, every page touched\n"
+                  "    def forward(self, x):\n        return torch.tanh(x) + self.big[0]\n" + INPUTS)
+    big = cpu_judge.check_reference(task_from_source(big_source, "ref_big", "ref_big.py"))
+    assert small.ok and big.ok
+    assert small.worker_peak_bytes > 50e6  # a process that has loaded torch
+    assert big.worker_peak_bytes - small.worker_peak_bytes > 200e6
+    assert big.judge_peak_bytes > 0
+    again = ReferenceReport.from_dict(big.to_dict())
+    assert again.worker_peak_bytes == big.worker_peak_bytes

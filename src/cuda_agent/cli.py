@@ -271,13 +271,17 @@ def _bench_summary(report: dict):
 def _baselines_summary(report: dict):
     from rich.table import Table
 
+    from .bench.report import gigabytes
+
     table = Table(title="KernelBench baselines (means over timed calls)")
-    for column in ("subset", "problems", "timed", "failed", "flagged", "eager total", "compile total", "check time"):
+    for column in ("subset", "problems", "timed", "failed", "flagged", "eager total", "compile total", "check time",
+                   "largest worker"):
         table.add_column(column)
     for subset, b in report["baselines"].items():
         table.add_row(subset if subset == "all" else f"level {subset}", str(b["problems"]), str(b["timed"]),
                       str(len(b["failed"])), str(b["flagged"]), f"{b['eager_ms_total']:.1f} ms",
-                      f"{b['compile_ms_total']:.1f} ms", f"{b['check_seconds']:.0f} s")
+                      f"{b['compile_ms_total']:.1f} ms", f"{b['check_seconds']:.0f} s",
+                      gigabytes(b.get("worker_peak_bytes")))
     return table
 
 

@@ -129,3 +129,21 @@ def test_the_baseline_summary_counts_a_failed_reference_once():
     assert level["failed"] == ["2_B.py"] and level["flagged"] == 1
     assert level["eager_ms_total"] == 1.05 and level["check_seconds"] == 6.0
     assert summary["all"]["flagged"] == 1
+
+
+def test_the_baseline_summary_names_the_problem_whose_worker_held_the_most_host_memory():
+    from cuda_agent.bench.assemble import baseline_summary
+    from cuda_agent.bench.report import _baselines_section
+
+    references = [{"level": 1, "name": "1_A.py", "ok": True, "seconds": 1.0, "worker_peak_bytes": 2_000_000_000,
+                   "judge_peak_bytes": 700_000_000},
+                  {"level": 1, "name": "2_B.py", "ok": True, "seconds": 1.0, "worker_peak_bytes": 9_500_000_000,
+                   "judge_peak_bytes": 600_000_000},
+                  {"level": 2, "name": "1_C.py", "ok": True, "seconds": 1.0}]  # recorded before peaks were
+    summary = baseline_summary(references, {1: [object()] * 2, 2: [object()]})
+    assert (summary["1"]["worker_peak_bytes"], summary["1"]["worker_peak_problem"]) == (9_500_000_000, "2_B.py")
+    assert summary["1"]["judge_peak_bytes"] == 700_000_000
+    assert summary["2"]["worker_peak_bytes"] is None and summary["2"]["judge_peak_bytes"] is None
+    assert summary["all"]["worker_peak_problem"] == "2_B.py"
+    lines = "\n".join(_baselines_section({"baselines": summary}))
+    assert "| 9.50 GB (2_B.py) | 0.70 GB |" in lines and "| - | - |" in lines

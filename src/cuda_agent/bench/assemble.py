@@ -94,10 +94,16 @@ def build_report(run: BenchRun, label: str, min_baseline_ms: float, settings: di
 
 def baseline_summary(references: list[dict], problems: dict[int, list]) -> dict[str, dict[str, Any]]:
     """Per level and overall: problems, references checked and timed, and the check's cost (the sum
-    of each check's own seconds, which overlap when checks run at once)."""
+    of each check's own seconds, which overlap when checks run at once, and its host memory: the
+    largest worker process, with its problem, and the largest judging process)."""
     def summary(items: list[dict], total: int) -> dict[str, Any]:
         timed = [r for r in items if r.get("ok")]
+        largest = max((r for r in items if r.get("worker_peak_bytes")), key=lambda r: r["worker_peak_bytes"],
+                      default=None)
         return {"problems": total, "checked": len(items), "timed": len(timed),
+                "worker_peak_bytes": largest["worker_peak_bytes"] if largest else None,
+                "worker_peak_problem": largest["name"] if largest else None,
+                "judge_peak_bytes": max((r.get("judge_peak_bytes") or 0 for r in items), default=0) or None,
                 "failed": [r["name"] for r in items if not r.get("ok")],
                 "flagged": sum(1 for r in timed if r.get("flags")),  # a failed one is counted as failed
                 "eager_ms_total": sum((r.get("eager") or {}).get("mean_ms", 0.0) for r in timed),

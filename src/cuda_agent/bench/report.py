@@ -180,16 +180,25 @@ def render_markdown(report: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def gigabytes(count: int | None) -> str:
+    return f"{count / 1e9:.2f} GB" if count else "-"
+
+
 def _baselines_section(report: dict) -> list[str]:
     out = ["## Baselines", "",
            "Every problem's reference, checked and timed here (means over timed calls; check time is "
-           "the sum of each check's own seconds, which overlap when checks run at once).", "",
-           "| subset | problems | checked | timed | flagged | eager total | compile total | check time |",
-           "|---|---|---|---|---|---|---|---|"]
+           "the sum of each check's own seconds, which overlap when checks run at once; host memory is "
+           "the most a check's worker process held, and the most a judging process held, which the pool "
+           "reuses from check to check).", "",
+           "| subset | problems | checked | timed | flagged | eager total | compile total | check time | "
+           "largest worker (problem) | largest judge process |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for subset, b in (report.get("baselines") or {}).items():
+        worker = (f"{gigabytes(b.get('worker_peak_bytes'))} ({b['worker_peak_problem']})"
+                  if b.get("worker_peak_bytes") else "-")
         out.append(f"| {'all' if subset == 'all' else 'level ' + subset} | {b['problems']} | {b['checked']} | "
                    f"{b['timed']} | {b['flagged']} | {b['eager_ms_total']:.1f} ms | {b['compile_ms_total']:.1f} ms | "
-                   f"{b['check_seconds']:.0f} s |")
+                   f"{b['check_seconds']:.0f} s | {worker} | {gigabytes(b.get('judge_peak_bytes'))} |")
     return out + [""]
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import random
+import resource
 import shutil
 import sys
 import tempfile
@@ -55,7 +56,7 @@ from .seccomp import SeccompUnavailable, compiled_filter
 from .timing import for_backend
 from .toolchain import Toolchain, detect_toolchain
 from .verdict import Verdict, render_feedback
-from .worker_process import PACKAGE_PARENT
+from .worker_process import PACKAGE_PARENT, WorkerProcess
 from .run_support import _Stop, _fail, _median, _shared_runs_dir, _smt_siblings, STAGES, Progress
 from .run_timing import RunTiming
 from .run_verify import RunVerification
@@ -104,6 +105,9 @@ class Judge:
                 run.check_reference(report)
         except _Stop:
             report.ok, report.error = False, scratch.error
+        # every worker has ended here, each with its high-water mark read before it did
+        report.worker_peak_bytes = max((w.peak_rss_bytes for w in run.workers), default=0) or None
+        report.judge_peak_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         report.device = scratch.device
         report.seconds = time.perf_counter() - started
         return report
@@ -355,6 +359,7 @@ class _Run(RunWorkers, RunVerification, RunTiming):
             os.chmod(self.module, 0o755)
         self.device_info: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self.workers: list[WorkerProcess] = []  # every worker started, for their peak memory
         self.weight_seed: int | None = None
         self.precision_errors: list[tuple[float, float]] = []  # (candidate's, reference's), per call checked
         self.precision_unmeasured: str | None = None  # why a call's precision could not be measured

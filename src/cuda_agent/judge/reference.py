@@ -43,6 +43,10 @@ class ReferenceReport:
     device: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     roofline: dict[str, Any] = field(default_factory=dict)  # eager's and compile's (judge/roofline.py)
+    # Host memory: the most any of the check's worker processes held (its own resident set, not
+    # its children's), and the judging process's most over its life so far (a pool reuses it).
+    worker_peak_bytes: int | None = None
+    judge_peak_bytes: int | None = None
 
     def flags(self, min_baseline_ms: float) -> list[str]:
         """The reasons this task cannot be judged fairly, as flag names (see FLAG_MEANINGS)."""

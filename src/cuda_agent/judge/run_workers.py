@@ -124,6 +124,7 @@ class RunWorkers:
         worker = WorkerProcess(spec)
         with self._lock:
             self.stack.callback(worker.close)
+            self.workers.append(worker)
         setup = {"role": role, "device": self.judge.backend, "mode": mode, "task_path": str(self.task_path),
                  "threads": self.judge.cpu_threads, "flush_cache": self.cfg.timing.flush_cache,
                  "hide_paths": [str(self.dir), str(Path(__file__).resolve().parents[2])]}

@@ -81,6 +81,7 @@ class WorkerProcess:
             os.chown(self.home, *spec.policy.run_as)  # its only writable place
         self.log_path = spec.run_dir / f"{spec.role}.log"
         self._oom = threading.Event()
+        self.peak_rss_bytes = 0  # the worker process's own high-water mark, read before it ends
         self.proc: subprocess.Popen | None = None
         self._send_fd = self._recv_fd = -1  # the channel, once started
         self._start()
@@ -162,9 +163,19 @@ class WorkerProcess:
         except OSError:
             return ""
 
+    def _note_peak_rss(self) -> None:
+        """Keep the kernel's record of the most memory the worker held (VmHWM), while it lives."""
+        try:
+            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    self.peak_rss_bytes = max(self.peak_rss_bytes, int(line.split()[1]) * 1024)
+        except (OSError, ValueError, IndexError, AttributeError):
+            pass  # gone already, or never started
+
     def kill(self) -> None:
         """Kill the worker's process group, then every process it started, wherever it went."""
         if self.proc is not None and self.proc.poll() is None:
+            self._note_peak_rss()
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -243,6 +254,7 @@ class WorkerProcess:
         if self._send_fd < 0:
             return
         if self.proc is not None and self.proc.poll() is None:
+            self._note_peak_rss()
             try:
                 self.exchange({"cmd": "exit"}, 2)
             except WorkerError:  # any failure to exit politely ends in the kill below
