@@ -24,7 +24,9 @@ from cuda_agent.bench.runner import RESULTS_FILE, ResultsLog
 from cuda_agent.errors import BenchmarkError
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "kernelbench"
-MIN_BASELINE_MS = 0.15  # the fixture's other problems take 0.5 ms or more; the tiny one under 0.1 ms
+# The fixture's other problems take 0.5 ms or more; the tiny one under 0.1 ms alone, but up to
+# 0.25 ms a session on a loaded two-core machine (the timer's overhead grows with the load).
+MIN_BASELINE_MS = 0.35
 
 EXPECTED_STATUS = {
     (1, 1): "ok", (1, 2): "ok", (1, 3): "incorrect", (1, 4): "ok", (1, 5): "compile_error",
