@@ -15,10 +15,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from cuda_agent.bench.runner import ResultsLog  # noqa: E402
 
 MODES = ("eager", "compile")
 
@@ -26,13 +32,8 @@ MODES = ("eager", "compile")
 def references(results: Path) -> dict[str, dict]:
     """The reference reports of one run's results.jsonl by problem key, the last record winning
     (a resumed run appends)."""
-    reports = {}
-    for line in results.read_text().splitlines():
-        if line.strip():
-            record = json.loads(line)
-            if record.get("kind") == "reference" and record.get("report"):
-                reports[record["key"].split("#")[0]] = record["report"]
-    return reports
+    return {record["key"].split("#")[0]: record["report"] for record in ResultsLog(results).read()
+            if record.get("kind") == "reference" and record.get("report")}
 
 
 def summary(timing: dict) -> dict:
