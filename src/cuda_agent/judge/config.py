@@ -69,7 +69,7 @@ class JudgeConfig:
     build_timeout_s: float = 300.0
     load_timeout_s: float = 300.0     # importing the candidate (a single-file one compiles here)
     call_timeout_s: float = 60.0      # one forward call during the checks
-    timing_timeout_s: float = 600.0   # one timing run (torch.compile warms up inside it)
+    timing_timeout_s: float = 600.0   # one timing run, and torch.compile's first (compiling) call
     memory_limit_bytes: int | None = 32 * 1024**3   # resident memory of one worker process
     isolate_network: bool = True
     confine_filesystem: bool = True   # candidate writes only to its private directory (Landlock)
@@ -85,7 +85,8 @@ class JudgeConfig:
     compare_on_device: bool = True    # cuda: outputs compared on the GPU (judge/device_exchange.py)
     floor_slack: float | None = 4.0   # times below (physical floor / slack) fail closed; None: off
     # Other judges' checks wait while one times on the device (judge/device_gate.py), not only
-    # their timing: steadier times under load, at some throughput.
+    # their timing: steadier times under load, at some throughput. On the cpu backend their
+    # builds and process starts wait too, since the host's cores are the device timed there.
     exclusive_timing: bool = False
     seed: int | None = None           # fixes the secret seeds; for tests and reproduction only
     keep_samples: bool = False        # put every timed call's duration in the verdict

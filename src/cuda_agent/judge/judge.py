@@ -223,7 +223,8 @@ class Judge:
             verdict.build = {"built": False, "note": NOT_BUILT_AT_COMPILE}
             return None
         self.progress("building the extension")
-        result = self.builder.build(solution)
+        with self.beside_timing(host=True):
+            result = self.builder.build(solution)
         verdict.seconds["build"] = result.seconds
         verdict.isolation["compile"] = result.confinement or {"note": "nothing compiled: the module was cached"}
         verdict.build = {"cache_hit": result.cache_hit, "objects_compiled": result.objects_compiled,
@@ -301,9 +302,13 @@ class Judge:
             with self._device_gate().alone() if self.config.exclusive_timing else nullcontext():
                 yield
 
-    def beside_timing(self) -> AbstractContextManager:
-        """Device work that other judges' timing must not overlap, with ``exclusive_timing``."""
-        return self._device_gate().shared() if self.config.exclusive_timing else nullcontext()
+    def beside_timing(self, host: bool = False) -> AbstractContextManager:
+        """Device work that other judges' timing must not overlap, with ``exclusive_timing``.
+        ``host``: work on the host's cores (a build, a process start), which is device work on the
+        cpu backend only, where those cores are what is timed."""
+        if not self.config.exclusive_timing or (host and self.backend != "cpu"):
+            return nullcontext()
+        return self._device_gate().shared()
 
     def _device_gate(self) -> DeviceGate:
         return DeviceGate(self._device_locks(), self._device_name())

@@ -166,7 +166,7 @@ class RunWorkers:
 
     def start_workers(self, *roles: tuple[str, str]) -> list[WorkerProcess]:
         """Start workers in parallel; if any fails, the candidate's failure is reported first."""
-        with ThreadPoolExecutor(len(roles)) as pool:
+        with self.judge.beside_timing(host=True), ThreadPoolExecutor(len(roles)) as pool:
             futures = [pool.submit(self._spawn, role, mode) for role, mode in roles]
         names = [role if role == "candidate" else f"{role}-{mode}" for role, mode in roles]
         failures = [(name, f.exception()) for name, f in zip(names, futures) if f.exception()]
