@@ -1,19 +1,33 @@
-"""Shared fixtures for the judge's tests.
+"""Shared fixtures for the judge's tests, and how the suite runs in parallel.
 
 Fixture tasks and solutions are real files under ``tests/fixtures``. End-to-end tests share one
-judge cache for the whole session, so the precompiled header, the object files and the eager and
+judge cache for the whole run, so the precompiled header, the object files and the eager and
 torch.compile baselines are built once.
+
+The suite runs in several processes (pytest-xdist, ``-n auto`` in pyproject.toml). Two gates keep
+timed numbers honest while it does:
+
+* Every judge of the suite has ``exclusive_timing`` on: while one judge times, no other judge of
+  the run builds, starts a worker or checks (judge/device_gate.py, on the shared cache), so the
+  cores are its own while it times.
+* Tests marked ``timing`` assert on what the times show (a speedup, work found outside the timed
+  calls, a flag for a time too short): each runs alone, with no other test running at all. They
+  form one group, run in order by one process (their module fixtures are built once); every other
+  test holds the run's gate shared while it runs.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pytest
 
 from cuda_agent.judge.config import JudgeConfig, TimingConfig
+from cuda_agent.judge.device_gate import DeviceGate
 from cuda_agent.judge.judge import Judge
 from cuda_agent.solution import Solution, load_solution
 from cuda_agent.task import Task, load_task
@@ -24,11 +38,41 @@ SOLUTIONS = FIXTURES / "solutions"
 
 # Few calls and a short target: enough to exercise every timing path, fast on two CPU cores. So
 # few calls cannot pin a median down on a shared machine, so any uncertainty (and any distance
-# between baseline sessions, and any drift of the reference from its baseline) is accepted here;
-# tests of those rules set their own.
+# between baseline sessions, and any drift of the reference from its baseline) is accepted here,
+# and each baseline is timed in one process; tests of those rules set their own.
 FAST_TIMING = TimingConfig(warmup_calls=2, min_calls=5, max_calls=10, target_seconds=0.2, precision=10.0,
-                           max_uncertainty=10.0, baseline_tolerance=1.0, drift_tolerance=100.0)
+                           max_uncertainty=10.0, baseline_sessions=1, baseline_tolerance=1.0,
+                           drift_tolerance=100.0)
 CALL_TIMEOUT_S = 60.0
+TIMING_GROUP = "timing"
+
+
+# -- running side by side --------------------------------------------------------------------
+def _run_gate() -> DeviceGate | None:
+    """The gate of this parallel run (None in a run of one process)."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run:
+        return None
+    return DeviceGate(Path(tempfile.gettempdir()) / f"cuda-agent-tests-{run}", "tests")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Before xdist reads the groups: timing tests are one group, so one process runs them in order.
+    for item in items:
+        if item.get_closest_marker("timing"):
+            item.add_marker(pytest.mark.xdist_group(TIMING_GROUP))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    # Around set-up, call and teardown alike: a module fixture that times is set up inside.
+    gate = _run_gate()
+    if gate is None:
+        yield
+        return
+    with gate.alone() if item.get_closest_marker("timing") else gate.shared():
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -38,17 +82,33 @@ def fixtures_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def judge_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One cache directory for every judge in the session."""
-    return tmp_path_factory.mktemp("judge-cache")
+    """One cache directory for every judge in the run: with several test processes (xdist), one
+    shared by all of them, so the precompiled header, the op counter and each fixture task's
+    baselines are built once (the judge's cache is made for concurrent judges).
+    CUDA_AGENT_TEST_JUDGE_CACHE names one to keep across runs (CI's two environments share it)."""
+    if kept := os.environ.get("CUDA_AGENT_TEST_JUDGE_CACHE"):
+        Path(kept).mkdir(parents=True, exist_ok=True)
+        return Path(kept)
+    return _shared_dir(tmp_path_factory, "judge-cache")
+
+
+def _shared_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A directory every test process of this run sees: under xdist, beside the workers' own."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return tmp_path_factory.mktemp(name)
+    path = tmp_path_factory.getbasetemp().parent / name
+    path.mkdir(exist_ok=True)
+    return path
 
 
 @pytest.fixture(scope="session")
 def judge_config(judge_cache: Path) -> Callable[..., JudgeConfig]:
-    """Build a fast JudgeConfig on the shared cache; keyword arguments override fields."""
+    """Build a fast JudgeConfig on the shared cache; keyword arguments override fields. Its
+    judges time with the cores to themselves (``exclusive_timing``), whatever else runs."""
 
     def make(**overrides) -> JudgeConfig:
         settings = dict(backend="cpu", cache_dir=judge_cache, timing=FAST_TIMING,
-                        call_timeout_s=CALL_TIMEOUT_S)
+                        call_timeout_s=CALL_TIMEOUT_S, exclusive_timing=True)
         settings.update(overrides)
         return JudgeConfig(**settings)
 

@@ -114,6 +114,7 @@ def test_demo_runs_on_the_cpu_backend(judge_cache):
     assert verdict["correct"] is True and verdict["task"] == "fused_elementwise"
 
 
+@pytest.mark.slow
 def test_a_relative_cache_dir_builds(tmp_path, judge_cache):
     """`--cache-dir c1` names a directory relative to where the command runs; the compiler runs
     elsewhere, so every path handed to it must be absolute. A binding edited by a comment is

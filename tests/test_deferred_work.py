@@ -39,6 +39,7 @@ def _solution(tmp_path: Path, fixtures_dir: Path, name: str, call: str) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.timing  # compares two solutions' timed medians
 def test_work_deferred_to_an_input_finalizer_is_timed(judge_config, fixtures_dir, tmp_path):
     from cuda_agent.judge.judge import Judge
 

@@ -12,6 +12,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from cuda_agent.judge.device_gate import DeviceGate
 from cuda_agent.judge.judge import Judge
 
@@ -105,8 +107,9 @@ def _judge_logging_the_gate(config, task, solution, log: str) -> None:
                                      "timed": bool(verdict.timings.get("candidate")), "error": verdict.error}))
 
 
+@pytest.mark.slow
 def test_judges_with_exclusive_timing_never_check_while_another_times(judge_config, task, fixture_solution, tmp_path):
-    config = judge_config(exclusive_timing=True, cache_dir=tmp_path / "cache")
+    config = judge_config(exclusive_timing=True)
     solution = fixture_solution("cpu/correct")
     context = multiprocessing.get_context("spawn")
     logs = {name: tmp_path / f"{name}.json" for name in ("one", "two")}

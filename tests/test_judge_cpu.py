@@ -56,6 +56,7 @@ def _assert_not_correct(v: Verdict) -> None:
 
 
 # -- correct candidates ------------------------------------------------------------------------
+@pytest.mark.timing
 def test_correct_solution_is_ok_with_timings_and_reward(correct_verdict):
     v = correct_verdict
     assert v.status == "ok", v.feedback
@@ -88,6 +89,7 @@ def test_correct_solution_is_ok_with_timings_and_reward(correct_verdict):
     assert f"reward {v.reward}" in v.feedback and "5/5 checks passed" in v.feedback
 
 
+@pytest.mark.timing
 def test_correct_verdict_round_trips_through_json(correct_verdict):
     text = correct_verdict.to_json()
     data = json.loads(text)
@@ -318,14 +320,17 @@ def test_verify_stage_checks_without_timing(cpu_judge, task, fixture_solution):
     assert "profile" not in v.seconds
 
 
-def test_baseline_cache_reuses_eager_and_compile_timings(cpu_judge, task, fixture_solution, tmp_path):
+@pytest.mark.timing
+def test_baseline_cache_reuses_eager_and_compile_timings(judge_config, task, fixture_solution, tmp_path):
+    # Baselines from two processes each, as the cpu backend's default asks.
+    judge = Judge(judge_config(timing=dataclasses.replace(judge_config().timing, baseline_sessions=2)))
     # A task of its own (same program, different text), so no earlier test has timed it.
     path = tmp_path / "scale_bias_relu_cached.py"
     path.write_text(task.source + "\n# variant for the baseline cache test\n")
     variant = load_task(path)
     solution = fixture_solution("cpu/correct")
-    first = cpu_judge.judge(variant, solution)
-    second = cpu_judge.judge(variant, solution)
+    first = judge.judge(variant, solution)
+    second = judge.judge(variant, solution)
     assert first.status == "ok" and second.status == "ok", (first.feedback, second.feedback)
     for mode in ("eager", "compile"):
         assert first.timings[mode].source == "measured"
@@ -358,12 +363,14 @@ def test_a_time_the_judge_cannot_pin_down_claims_no_speedup(judge_config, task, 
 
 
 # -- attacks on the timing ------------------------------------------------------------------------
+@pytest.mark.timing
 def test_candidate_cannot_fake_its_own_clock(cpu_judge, task, fixture_solution):
     # Every call sleeps 20 ms; the candidate's patched clock says each took 1 microsecond.
     v = cpu_judge.judge(task, fixture_solution("cpu/attacks/fake_clock"))
     assert v.status != "ok" or v.timings["candidate"].median_ms >= 20.0, v.feedback
 
 
+@pytest.mark.timing
 def test_candidate_that_replaces_the_workers_clock_is_caught_by_the_judges_clock(
         unscanned_judge, task, fixture_solution):
     # Past the in-process tripwire: the worker's own copy of the clock is replaced. The judge's
@@ -374,6 +381,7 @@ def test_candidate_that_replaces_the_workers_clock_is_caught_by_the_judges_clock
     assert v.timings["candidate"] is None
 
 
+@pytest.mark.timing
 def test_work_moved_out_of_the_timed_call_is_caught(unscanned_judge, task, fixture_solution,
                                                     skip_where_the_flush_hides_20_ms):
     # The slow part runs while inputs are prepared (untimed); the judge's clock on the prepare
@@ -386,6 +394,7 @@ def test_work_moved_out_of_the_timed_call_is_caught(unscanned_judge, task, fixtu
     assert len(v.timing_integrity["failed_attempts"]) == 3
 
 
+@pytest.mark.timing
 def test_overheads_out_of_line_once_are_timed_again(unscanned_judge, task, fixture_solution,
                                                     skip_where_the_flush_hides_20_ms):
     # Only the first timing session prepares slowly (as under a burst of load): the second attempt
@@ -400,6 +409,7 @@ def test_overheads_out_of_line_once_are_timed_again(unscanned_judge, task, fixtu
     assert not v.violations
 
 
+@pytest.mark.timing
 def test_a_thread_working_while_the_candidate_is_not_timed_shows_on_its_cpu_clock(unscanned_judge, task,
                                                                                  correct_verdict):
     # An honest worker sleeps between its prepare step and its call; the precomputing fixture's

@@ -88,9 +88,9 @@ ALL_CASES = load_cases()
 
 
 def _param(case: Case):
-    marks = []
+    marks = [pytest.mark.timing] if case.stage == "profile" else []  # refused on what timing saw
     if case.backend == "cuda":
-        marks = [pytest.mark.gpu,
+        marks += [pytest.mark.gpu,
                  pytest.mark.skipif(not torch.cuda.is_available(),
                                     reason="needs an NVIDIA GPU with CUDA (torch.cuda.is_available() is False)")]
     return pytest.param(case, id=case.name, marks=marks)

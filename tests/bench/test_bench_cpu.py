@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -42,9 +43,10 @@ def bench(tmp_path_factory, judge_config):
     shutil.copytree(FIXTURE / "solutions", solutions)
 
     def run(**overrides):
+        # Two judges at once, each timing with the cores to itself (exclusive_timing).
         options = BenchOptions(kernelbench=FIXTURE, out=root / "out", levels=[1, 2, 3], solutions=solutions,
                                label="fixture", judge=judge_config(), min_baseline_ms=MIN_BASELINE_MS,
-                               export_baselines=root / "timing", **overrides)
+                               export_baselines=root / "timing", jobs_per_gpu=2, **overrides)
         return run_benchmark(options)
 
     report, written = run()
@@ -60,6 +62,7 @@ def _geomean(values: list[float]) -> float | None:
 
 
 @pytest.mark.slow
+@pytest.mark.timing  # the bench fixture's speedups and flags
 def test_every_problem_gets_its_expected_outcome(bench):
     problems = _by_problem(bench["report"])
     assert {key: r["status"] for key, r in problems.items()} == EXPECTED_STATUS
@@ -71,6 +74,7 @@ def test_every_problem_gets_its_expected_outcome(bench):
 
 
 @pytest.mark.slow
+@pytest.mark.timing  # the bench fixture's speedups and flags
 def test_task_faults_are_flagged_not_blamed_on_the_solution(bench):
     problems = _by_problem(bench["report"])
     assert problems[(2, 2)]["flags"] == ["reference_nondeterministic"]
@@ -84,6 +88,7 @@ def test_task_faults_are_flagged_not_blamed_on_the_solution(bench):
 
 
 @pytest.mark.slow
+@pytest.mark.timing  # the bench fixture's speedups and flags
 def test_metrics_follow_the_papers_definitions_from_the_records(bench):
     report = bench["report"]
     problems = _by_problem(report)
@@ -113,6 +118,7 @@ def test_metrics_follow_the_papers_definitions_from_the_records(bench):
 
 
 @pytest.mark.slow
+@pytest.mark.timing  # the bench fixture's speedups and flags
 def test_report_files_and_exported_baselines(bench):
     written = bench["written"]
     for name in ("json", "markdown", "speedups", "fast_p"):
@@ -127,6 +133,7 @@ def test_report_files_and_exported_baselines(bench):
 
 
 @pytest.mark.slow
+@pytest.mark.timing  # the bench fixture's speedups and flags
 def test_a_rerun_resumes_and_rejudges_only_what_changed(bench):
     log = ResultsLog(bench["root"] / "out" / RESULTS_FILE)
     before = log.read()
@@ -152,7 +159,7 @@ def test_generations_layout_scores_the_best_sample(tmp_path, judge_cache):
         [sys.executable, "-m", "cuda_agent.cli", "bench", "--kernelbench", str(FIXTURE), "--levels", "1",
          "--problems", "1", "--solutions", str(FIXTURE / "generations"), "--device", "cpu",
          "--timing-seconds", "0.2", "--out", str(tmp_path / "out"), "--cache-dir", str(judge_cache)],
-        capture_output=True, text=True, timeout=900)
+        capture_output=True, text=True, timeout=900, env={**os.environ, "COLUMNS": "200"})  # paths unwrapped
     assert result.returncode == 0, result.stderr[-3000:]
     assert "generations on KernelBench" in result.stdout and "report.md" in result.stdout
     report = json.loads((tmp_path / "out" / "report.json").read_text())
@@ -182,6 +189,7 @@ def test_bad_inputs_are_clear_errors(tmp_path, judge_config):
 
 
 @pytest.mark.slow
+@pytest.mark.timing  # the bench fixture's speedups and flags
 def test_baselines_only_times_every_reference_and_compares_with_kernelbench(bench, judge_config):
     # KernelBench's published files, as the fixture run exported them, with one problem's eager
     # time halved (ours then reads 2x theirs) and one problem left out.

@@ -264,6 +264,7 @@ def test_task_files_come_only_from_the_folders_the_operator_names(tmp_path):
         resolve_task(str(TASK), untrusted=[], kernelbench=None, allowed=[])
 
 
+@pytest.mark.slow
 def test_http_transport_serves_the_tools(root, judge_cache, tmp_path):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -63,6 +63,7 @@ def _outputs(result) -> list[torch.Tensor]:
     return list(result) if isinstance(result, tuple) else [result]
 
 
+@pytest.mark.slow
 def test_crawl_finds_seeds_in_every_category(full_crawl):
     """The default families give a few dozen proven seeds, spread over every category."""
     seeds, skipped = full_crawl
@@ -86,6 +87,7 @@ def test_crawl_finds_seeds_in_every_category(full_crawl):
     assert all(set(entry) == {"name", "target", "reason"} and entry["reason"] for entry in skipped)
 
 
+@pytest.mark.slow
 def test_crawl_targets_are_importable_classes(full_crawl):
     """A seed's target is the import path of the very class it was proven with."""
     seeds, _ = full_crawl

@@ -12,6 +12,8 @@ from cuda_agent.synth.estimate import estimate_forward, fit_batch
 from cuda_agent.synth.seeds import crawl_torch, load_catalogue, probe_operator, save_catalogue
 from cuda_agent.task import validate_task_source
 
+pytestmark = pytest.mark.slow  # the crawl of every torch module that most tests here share
+
 
 @pytest.fixture(scope="module")
 def crawl():

@@ -109,6 +109,7 @@ def no_judge(config, processes):
     pass
 
 
+@pytest.mark.slow
 def test_the_time_limit_stops_the_judge_instead_of_abandoning_it(demo_tasks, tmp_path, monkeypatch):
     import os
     import time

@@ -38,6 +38,7 @@ def test_each_method_is_the_agents_tool_and_the_reward_is_the_outcome(train_pool
     assert env.get_reward() == -1.0
 
 
+@pytest.mark.slow
 def test_grpo_trainer_exposes_the_tools_and_scores_every_rollout(train_pool, demo_tasks, tmp_path,
                                                                  tiny_tokenizer_dir):
     from transformers import AutoTokenizer
