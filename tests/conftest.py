@@ -4,16 +4,16 @@ Fixture tasks and solutions are real files under ``tests/fixtures``. End-to-end 
 judge cache for the whole run, so the precompiled header, the object files and the eager and
 torch.compile baselines are built once.
 
-The suite runs in several processes (pytest-xdist, ``-n auto`` in pyproject.toml). Two gates keep
-timed numbers honest while it does:
+The suite runs in several processes (pytest-xdist, ``-n auto --dist loadfile`` in pyproject.toml:
+each test file in one process). Two gates keep timed numbers honest while it does:
 
 * Every judge of the suite has ``exclusive_timing`` on: while one judge times, no other judge of
   the run builds, starts a worker or checks (judge/device_gate.py, on the shared cache), so the
   cores are its own while it times.
-* Tests marked ``timing`` assert on what the times show (a speedup, work found outside the timed
-  calls, a flag for a time too short): each runs alone, with no other test running at all. They
-  form one group, run in order by one process (their module fixtures are built once); every other
-  test holds the run's gate shared while it runs.
+* Tests marked ``timing`` assert on how close two measured times are (work found outside the
+  timed calls, a clock that lies, two solutions' medians alike): each runs alone, with no other
+  test running at all; every other test holds the run's gate shared while it runs. Tests whose
+  speedups are tens of times apart (the demo's kernels, the bench fixture's) need only the first.
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ FAST_TIMING = TimingConfig(warmup_calls=2, min_calls=5, max_calls=10, target_sec
                            max_uncertainty=10.0, baseline_sessions=1, baseline_tolerance=1.0,
                            drift_tolerance=100.0)
 CALL_TIMEOUT_S = 60.0
-TIMING_GROUP = "timing"
 
 
 # -- running side by side --------------------------------------------------------------------
@@ -54,14 +53,6 @@ def _run_gate() -> DeviceGate | None:
     if not run:
         return None
     return DeviceGate(Path(tempfile.gettempdir()) / f"cuda-agent-tests-{run}", "tests")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Before xdist reads the groups: timing tests are one group, so one process runs them in order.
-    for item in items:
-        if item.get_closest_marker("timing"):
-            item.add_marker(pytest.mark.xdist_group(TIMING_GROUP))
 
 
 @pytest.hookimpl(hookwrapper=True)

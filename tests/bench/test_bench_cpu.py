@@ -62,7 +62,6 @@ def _geomean(values: list[float]) -> float | None:
 
 
 @pytest.mark.slow
-@pytest.mark.timing  # the bench fixture's speedups and flags
 def test_every_problem_gets_its_expected_outcome(bench):
     problems = _by_problem(bench["report"])
     assert {key: r["status"] for key, r in problems.items()} == EXPECTED_STATUS
@@ -74,7 +73,6 @@ def test_every_problem_gets_its_expected_outcome(bench):
 
 
 @pytest.mark.slow
-@pytest.mark.timing  # the bench fixture's speedups and flags
 def test_task_faults_are_flagged_not_blamed_on_the_solution(bench):
     problems = _by_problem(bench["report"])
     assert problems[(2, 2)]["flags"] == ["reference_nondeterministic"]
@@ -88,7 +86,6 @@ def test_task_faults_are_flagged_not_blamed_on_the_solution(bench):
 
 
 @pytest.mark.slow
-@pytest.mark.timing  # the bench fixture's speedups and flags
 def test_metrics_follow_the_papers_definitions_from_the_records(bench):
     report = bench["report"]
     problems = _by_problem(report)
@@ -118,7 +115,6 @@ def test_metrics_follow_the_papers_definitions_from_the_records(bench):
 
 
 @pytest.mark.slow
-@pytest.mark.timing  # the bench fixture's speedups and flags
 def test_report_files_and_exported_baselines(bench):
     written = bench["written"]
     for name in ("json", "markdown", "speedups", "fast_p"):
@@ -133,7 +129,6 @@ def test_report_files_and_exported_baselines(bench):
 
 
 @pytest.mark.slow
-@pytest.mark.timing  # the bench fixture's speedups and flags
 def test_a_rerun_resumes_and_rejudges_only_what_changed(bench):
     log = ResultsLog(bench["root"] / "out" / RESULTS_FILE)
     before = log.read()
@@ -189,7 +184,6 @@ def test_bad_inputs_are_clear_errors(tmp_path, judge_config):
 
 
 @pytest.mark.slow
-@pytest.mark.timing  # the bench fixture's speedups and flags
 def test_baselines_only_times_every_reference_and_compares_with_kernelbench(bench, judge_config):
     # KernelBench's published files, as the fixture run exported them, with one problem's eager
     # time halved (ours then reads 2x theirs) and one problem left out.

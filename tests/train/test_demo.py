@@ -16,7 +16,7 @@ import pytest
 from cuda_agent.agent.trajectory import load_trajectory
 from cuda_agent.train.demo.run import DemoRun, DemoSettings, corpus
 
-pytestmark = [pytest.mark.slow, pytest.mark.timing, pytest.mark.timeout(2400)]  # rewards 3 are speedups
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,6 @@ def write_calls(files):
 
 
 @pytest.mark.slow
-@pytest.mark.timing  # reward 3 is a speedup
 def test_finish_terminates_with_the_best_solutions_reward(train_pool, demo_tasks, tmp_path):
     from cuda_agent.train.demo import family
 

@@ -215,7 +215,6 @@ def test_agent_loop_masks_tool_tokens_stops_at_the_turn_limit_and_logs_the_traje
 
 
 @pytest.mark.slow
-@pytest.mark.timing  # reward 3 is a speedup
 def test_agent_loop_scores_the_best_solution_with_the_judge(tokenizer, train_pool, tmp_path, demo_tasks):
     files = family.solution_files("fast")
     first = tool_call("read", {"path": "model_new.py"}) + "".join(
