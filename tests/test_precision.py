@@ -163,6 +163,10 @@ def test_a_kernel_that_computes_in_tf32_is_paid_no_speedup(cpu_judge, fixtures_d
     assert verdict.reward == 1
     assert any("less precision" in note for note in verdict.notes)
     assert "less precision" in verdict.feedback
+    # Not paid anywhere: no speedup for the bench's metrics or the agent's best solution to read.
+    assert verdict.speedup_vs_eager is None and verdict.speedup_vs_compile is None
+    assert "less precision" in verdict.speedup_withheld and verdict.reward_continuous == -1.0
+    assert verdict.timing_integrity["unpaid_speedups"]["eager"] > 0  # what was measured, kept aside
 
 
 @pytest.mark.slow
@@ -212,6 +216,8 @@ def test_precision_the_reference_could_not_measure_for_lack_of_memory_is_not_pai
     assert verdict.precision["unmeasured"] == "the reference's float64 run ran out of memory", verdict.precision
     assert verdict.timings["candidate"] is not None and verdict.reward == 1
     assert "its precision could not be measured" in verdict.feedback
+    assert verdict.speedup_vs_eager is None and verdict.speedup_vs_compile is None
+    assert "could not be measured" in verdict.speedup_withheld
 
 
 @pytest.mark.slow

@@ -192,3 +192,42 @@ def test_single_file_with_a_syntax_error_is_a_format_error(scale_task, tmp_path)
         message = str(info.value)
     assert f"{path}:2" in message
     assert "broken.py/model_new.py" not in message
+
+
+@pytest.mark.parametrize("hostile", [
+    "y = " + "+".join(["x"] * 5000),        # one expression a few thousand terms long
+    "y = " + "(" * 300 + "x" + ")" * 300,   # nested deeper than the parser goes
+    "y = 1\0",                              # not text
+])
+def test_a_source_the_parser_cannot_take_is_a_format_error_not_a_crash(hostile, tmp_path):
+    task = load_task(Path(__file__).parent / "fixtures" / "tasks" / "scale_bias_relu.py")
+    path = tmp_path / "model_new.py"
+    path.write_text(hostile + "\n\nclass ModelNew:\n    pass\n")
+    solution = load_solution(path)  # loads: the parse error is validation's to report
+    with pytest.raises(SolutionFormatError, match="model_new.py"):
+        validate_solution(solution, task, "cpu")
+
+
+@pytest.mark.slow  # builds the fixture's kernels once
+@pytest.mark.parametrize("seed", range(12))
+def test_the_judge_gives_a_verdict_for_fuzzed_solution_files(seed, cpu_judge, task, workspace_copy):
+    # model_new.py cut, spliced, nested or stretched at random: the compile stage always ends in a
+    # verdict (the kernels are the fixture's, built once and then cached), never in an exception.
+    import random
+
+    rng = random.Random(seed)
+    root = workspace_copy("cpu/correct")
+    model = root / "model_new.py"
+    text = model.read_text()
+    at = rng.randrange(len(text))
+    mutation = rng.choice([
+        lambda: text[:at],
+        lambda: text[:at] + "".join(rng.choice("([{)]}:,.=+ \n\t'\"\\x0") for _ in range(rng.randint(1, 40))) + text[at:],
+        lambda: text + "\n_deep = " + "+".join(["x"] * rng.randint(2000, 20000)) + "\n",
+        lambda: text + "\n_deep = " + "[" * 250 + "]" * 250 + "\n",
+        lambda: text.replace("torch", "torch." * rng.randint(1, 500)),
+    ])
+    model.write_text(mutation())
+    verdict = cpu_judge.compile(task, load_solution(root))
+    assert verdict.status in ("ok", "compile_error", "forbidden"), verdict.feedback
+    assert verdict.feedback

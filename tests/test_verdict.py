@@ -8,7 +8,7 @@ import pytest
 
 from cuda_agent.judge.correctness import CheckResult
 from cuda_agent.judge.timing import TimingStats
-from cuda_agent.judge.verdict import STATUSES, Verdict, Violation, render_feedback
+from cuda_agent.judge.verdict import STATUSES, Verdict, Violation, render_feedback, speedup_withheld
 
 FIXED_FIELDS = ("status", "correct", "reward", "speedup_vs_eager", "speedup_vs_compile", "timings",
                 "violations", "checks", "feedback")
@@ -84,6 +84,20 @@ def test_feedback_of_a_correct_timed_candidate():
     assert lines[1] == "candidate 1 ms  eager 2 ms (2.00x)  torch.compile 2 ms (2.00x)"
     assert lines[2] == "reward 3: more than 5% faster than eager and torch.compile"
     assert lines[3] == "note: hello"
+
+
+@pytest.mark.parametrize("field, value, why", [
+    ("timing_integrity", {"stable": False}, "not stable enough"),
+    ("precision", {"reduced": True, "unmeasured": None}, "less precision"),
+    ("precision", {"reduced": False, "unmeasured": "the float64 run ran out of memory"}, "could not be measured"),
+])
+def test_a_speedup_is_withheld_for_each_reason_and_the_feedback_says_it(field, value, why):
+    v = Verdict(status="ok", correct=True, reward=1, **{field: value},
+                timings={"candidate": TimingStats.from_samples([1.0]), "eager": None, "compile": None})
+    assert why in speedup_withheld(v)
+    v.speedup_withheld = speedup_withheld(v)
+    assert f"reward 1: correct, but {v.speedup_withheld}" in render_feedback(v)
+    assert speedup_withheld(Verdict(status="ok", correct=True, timing_integrity={"stable": True})) is None
 
 
 def test_violation_render():

@@ -24,11 +24,16 @@ class InitSignature:
 
 
 def parse(source: str, origin: str) -> ast.Module:
-    """Parse ``source``; raise SyntaxError whose message names ``origin`` and the line."""
+    """Parse ``source``; raise SyntaxError whose message names ``origin`` and the line. A source
+    too deeply nested or too large for the parser (RecursionError, MemoryError, a null byte's
+    ValueError) is a SyntaxError too: it is the file's fault, never the reader's crash."""
     try:
         return ast.parse(source, filename=origin)
     except SyntaxError as exc:
         raise SyntaxError(f"{origin}:{exc.lineno}: {exc.msg}") from None
+    except (RecursionError, MemoryError, ValueError) as exc:
+        raise SyntaxError(f"{origin}: cannot be parsed ({type(exc).__name__}: nested too deeply, too "
+                          "large or not text); write plainer code") from None
 
 
 def top_level_class(tree: ast.Module, name: str) -> ast.ClassDef | None:

@@ -55,7 +55,7 @@ from .sandbox import CompileSandbox, unreachable_for_others
 from .seccomp import SeccompUnavailable, compiled_filter
 from .timing import for_backend
 from .toolchain import Toolchain, detect_toolchain
-from .verdict import Verdict, render_feedback
+from .verdict import Verdict, render_feedback, speedup_withheld
 from .worker_process import PACKAGE_PARENT, WorkerProcess
 from .run_support import _Stop, _fail, _median, _shared_runs_dir, _smt_siblings, STAGES, Progress
 from .run_timing import RunTiming
@@ -184,12 +184,19 @@ class Judge:
                         run.profile()
         except _Stop:
             pass
+        except Exception as exc:  # fail closed: whatever the candidate's files or replies set off, a verdict
+            _unexplained(verdict, exc)
         verdict.seconds["total"] = time.perf_counter() - started
         # A time the judge does not believe (timing.stability_problem) earns no speed milestone, and
-        # neither does speed bought with precision the task did not offer, or precision not measured.
-        believed = (verdict.timing_integrity.get("stable", True) and not verdict.precision.get("reduced")
-                    and not verdict.precision.get("unmeasured"))
-        candidate = _median(verdict, "candidate") if believed else None
+        # neither does speed bought with precision the task did not offer, or precision not measured:
+        # nor does it show as a speedup anywhere (the measured ratios stay, as diagnostics).
+        if verdict.correct and _median(verdict, "candidate") is not None:
+            verdict.speedup_withheld = speedup_withheld(verdict)
+        if verdict.speedup_withheld:
+            verdict.timing_integrity["unpaid_speedups"] = {"eager": verdict.speedup_vs_eager,
+                                                           "compile": verdict.speedup_vs_compile}
+            verdict.speedup_vs_eager = verdict.speedup_vs_compile = None
+        candidate = _median(verdict, "candidate") if not verdict.speedup_withheld else None
         verdict.reward = milestone_reward(verdict.correct, candidate, _median(verdict, "eager"),
                                           _median(verdict, "compile"), cfg.margin)
         verdict.reward_continuous = continuous_reward(verdict.correct, candidate, _median(verdict, "compile"))
@@ -332,6 +339,18 @@ class Judge:
 
         return BaselineKey(task.sha256, self.backend, device.get("name", "?"), torch.__version__,
                            self.config.timing.key(), self.cpu_threads)
+
+
+def _unexplained(verdict: Verdict, exc: Exception) -> None:
+    """A failure no stage turned into a verdict: not correct, with the reason and the traceback."""
+    import traceback
+
+    verdict.status, verdict.correct = "runtime_error", False
+    verdict.error = (f"the judge could not finish with this solution ({type(exc).__name__}: {str(exc)[:300]}); "
+                     "nothing is paid")
+    verdict.details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]
+    verdict.settings["fault"] = "unexplained"
+    verdict.timings["candidate"] = None
 
 
 class _Run(RunWorkers, RunVerification, RunTiming):

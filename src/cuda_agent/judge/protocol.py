@@ -21,6 +21,7 @@ import torch
 
 _HEADER = struct.Struct("<Q")
 MAX_HEADER_BYTES = 64 * 1024 * 1024
+FIRST_READ_BYTES = 1 << 20
 
 DTYPES: dict[str, torch.dtype] = {
     name: getattr(torch, name)
@@ -146,15 +147,21 @@ def send(fd: int, message: dict[str, Any], deadline: float | None = None) -> Non
 
 # -- decoding ---------------------------------------------------------------------------------
 def _read_exact(fd: int, n: int, deadline: float | None) -> bytearray:
-    buf = bytearray(n)
-    view = memoryview(buf)
+    """Read exactly ``n`` bytes. The buffer doubles as the bytes arrive, from ``FIRST_READ_BYTES``:
+    a size the peer declares costs memory only once that many bytes are really here."""
+    buf = bytearray(min(n, FIRST_READ_BYTES))
     got = 0
     while got < n:
+        if got == len(buf):
+            buf.extend(bytes(min(n, 2 * len(buf)) - len(buf)))
         _wait(fd, False, deadline)
+        view = memoryview(buf)[got:]
         try:
-            chunk = os.readv(fd, [view[got:]])
+            chunk = os.readv(fd, [view])
         except BlockingIOError:
             continue
+        finally:
+            view.release()  # a bytearray with a view on it cannot grow
         if chunk == 0:
             raise ProtocolError("the peer closed its channel")
         got += chunk

@@ -36,8 +36,9 @@ class Verdict:
     correct: bool = False
     reward: int = -1
     reward_continuous: float = -1.0
-    speedup_vs_eager: float | None = None
+    speedup_vs_eager: float | None = None     # paid speedups only: None where ``speedup_withheld`` says why
     speedup_vs_compile: float | None = None
+    speedup_withheld: str | None = None       # why a correct, timed candidate is paid no speedup
     timings: dict[str, TimingStats | None] = field(
         default_factory=lambda: {"candidate": None, "eager": None, "compile": None})
     violations: list[Violation] = field(default_factory=list)
@@ -95,6 +96,20 @@ def finite(value: Any) -> Any:
     return value
 
 
+def speedup_withheld(v: Verdict) -> str | None:
+    """Why the judge pays no speedup for this verdict's time (None: it pays what it measured).
+
+    The one place that decides it: the reward, the speedup fields and every reader of them (the
+    bench's metrics, the agent's best solution, training) follow from it."""
+    if v.timing_integrity.get("stable") is False:
+        return "the timing was not stable enough to claim a speedup"
+    if v.precision.get("reduced"):
+        return "computed in less precision than the task's float32, so no speedup is paid"
+    if v.precision.get("unmeasured"):
+        return "its precision could not be measured, so no speedup is paid"
+    return None
+
+
 def _ms(stats: TimingStats | None) -> str:
     return f"{stats.median_ms:.4g} ms" if stats else "n/a"
 
@@ -149,13 +164,8 @@ def render_feedback(v: Verdict) -> str:
             meaning = {3: "more than 5% faster than eager and torch.compile",
                        2: "more than 5% faster than eager, not than torch.compile",
                        1: "correct, but not more than 5% faster than eager"}
-            if v.timing_integrity.get("stable") is False:
-                meaning[1] = "correct; the timing was not stable enough to claim a speedup"
-            if v.precision.get("reduced"):
-                meaning[1] = ("correct, but computed in less precision than the task's float32, so no "
-                              "speedup is paid")
-            elif v.precision.get("unmeasured"):
-                meaning[1] = "correct, but its precision could not be measured, so no speedup is paid"
+            if v.speedup_withheld:
+                meaning[1] = f"correct, but {v.speedup_withheld}"
             lines.append(f"reward {v.reward}: {meaning[v.reward]}")
             lines += render_roofline(v.roofline)
     if v.violations and v.status != "forbidden":
