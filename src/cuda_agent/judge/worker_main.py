@@ -109,6 +109,34 @@ def perturb_parameters(model: Any, seed: int) -> None:
             param.mul_(factor.to(param.device, param.dtype)).add_(noise.to(param.device, param.dtype))
 
 
+# Every floating input value is scaled by its own factor in [1 - 2^-8, 1 + 2^-8], drawn from the
+# call's seed: whatever a task's get_inputs does (a generator of its own, constants), no two calls
+# see the same inputs, so an output remembered from an earlier call is wrong for the next one.
+# Signs, zeros, magnitudes, shapes and strides stay as the task made them. Every process varies
+# the inputs of a seed alike; a tensor whose elements share memory (an expanded view) cannot vary
+# element by element and is left as it is.
+INPUT_VARIATION = 2.0 ** -8
+
+
+def vary_inputs(inputs: list[Any], seed: int) -> list[Any]:
+    import torch
+
+    out = []
+    for i, x in enumerate(inputs):
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel():
+            generator = torch.Generator(x.device).manual_seed((seed + 7919 * i) % 2**63)
+            noise = torch.rand(x.shape, generator=generator, device=x.device, dtype=torch.float32)
+            try:
+                with torch.no_grad():
+                    varied = torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device=x.device)
+                    torch.mul(x, (1 + INPUT_VARIATION * (2 * noise - 1)).to(x.dtype), out=varied)
+                x = varied.requires_grad_() if x.requires_grad else varied
+            except RuntimeError:  # elements that share memory: one factor per element cannot be
+                pass
+        out.append(x)
+    return out
+
+
 DIGEST_CHUNK = 1 << 20
 
 
@@ -152,15 +180,57 @@ def _bytes_digest(value: Any, key: int) -> int:
     return int.from_bytes(hashlib.blake2b(data, key=key.to_bytes(8, "little"), digest_size=8).digest(), "little")
 
 
+PLAIN_LEAVES = (int, float, bool, str, type(None))
+# torch's own named tuples (torch.return_types: what torch.max(x, 1) returns), and torch.Tensor's
+# attributes, both taken before any of the candidate's code has run (``Worker.setup``): a reference
+# may return such a tuple, and a method put on torch.Tensor would run when the harness touches an
+# output.
+_TORCH_TUPLES: frozenset = frozenset()
+_TENSOR_ATTRIBUTES: dict[str, Any] = {}
+
+
 def _check_output_types(value: Any) -> None:
-    """Outputs are plain tensors (or structures of them): a subclass could defer its work until
-    the judge reads it, after the clock has stopped."""
+    """The output as forward returns it must be plain data, ready now: torch.Tensor (or Parameter)
+    leaves in exact tuples, lists and dicts with string keys, and no torch function or dispatch
+    mode left active. A subclass of any of these, or a mode, could compute the contents when the
+    harness first touches them, after the clock has stopped. Walked by exact type, through the
+    builtin types' own methods: nothing the candidate defined runs here."""
     import torch
 
-    for tensor in _tensors(value):
-        if type(tensor) not in (torch.Tensor, torch.nn.Parameter):
-            raise WorkerFailure(ERROR_RUNTIME, f"forward returned a {type(tensor).__name__}, a torch.Tensor "
-                                               "subclass: return plain tensors")
+    if torch._C._len_torch_function_stack() or torch._C._len_torch_dispatch_stack():
+        raise WorkerFailure(ERROR_RUNTIME, "forward left a torch function or dispatch mode active: it must "
+                                           "return with none, as it found them")
+    attributes = vars(torch.Tensor)
+    if _TENSOR_ATTRIBUTES and (len(attributes) != len(_TENSOR_ATTRIBUTES)
+                               or any(attributes.get(k) is not v for k, v in _TENSOR_ATTRIBUTES.items())):
+        raise WorkerFailure(ERROR_RUNTIME, "torch.Tensor's methods were replaced or added to")
+    if problem := _not_plain(value, 0):
+        raise WorkerFailure(ERROR_RUNTIME, problem)
+
+
+def _not_plain(value: Any, depth: int) -> str | None:
+    import torch
+
+    kind = type(value)
+    if kind is torch.Tensor or kind is torch.nn.Parameter or kind in PLAIN_LEAVES:
+        return None
+    if depth > 32:
+        return "forward returned a structure nested more than 32 deep"
+    if kind is tuple or kind is list or kind in _TORCH_TUPLES:
+        items = list.__iter__(value) if kind is list else tuple.__iter__(value)
+    elif kind is dict:
+        if any(type(key) not in (str, int) for key in dict.keys(value)):
+            return "forward returned a dict with keys other than strings and integers"
+        items = dict.values(value)
+    elif isinstance(value, torch.Tensor):
+        return f"forward returned a {kind.__name__}, a torch.Tensor subclass: return plain tensors"
+    else:
+        return (f"forward returned a {kind.__name__}: return plain tensors, in tuples, lists or dicts "
+                "(exactly those types, not subclasses)")
+    for item in items:
+        if problem := _not_plain(item, depth + 1):
+            return problem
+    return None
 
 
 def _all_finite(value: Any) -> bool:
@@ -317,7 +387,7 @@ class Worker:
             # path for the same task, so the inputs still agree.
             seed_everything(seed)
             inputs = self.task.get_inputs()
-        return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+        return vary_inputs([x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs], seed)
 
     def init_inputs(self, seed: int) -> list[Any]:
         seed_everything(seed)
@@ -376,6 +446,10 @@ class Worker:
         from .recording import numerics_flags
 
         self.flags_before = numerics_flags()  # before any candidate code runs
+        global _TORCH_TUPLES, _TENSOR_ATTRIBUTES
+        _TORCH_TUPLES = frozenset(t for t in vars(torch.return_types).values()
+                                  if isinstance(t, type) and issubclass(t, tuple))
+        _TENSOR_ATTRIBUTES = dict(vars(torch.Tensor))
         if msg.get("subreaper"):
             # The candidate's detached processes stay below this one (process_tree); set only now,
             # after the CUDA driver has started.
