@@ -73,9 +73,12 @@ PY
     fidelity)
       python3 benchmarks/timing_fidelity.py --device cuda --out "$OUT/timing_fidelity.json" 2>&1 \
         | tee "$OUT/timing_fidelity.txt" || status=1 ;;
-    bench)
+    bench|latency)
+      # Workers forked from the fork server (the default), then exec'd afresh, side by side.
       python3 benchmarks/judge_latency.py --device cuda --out "$OUT/judge_latency.json" 2>&1 \
-        | tee "$OUT/judge_latency.txt" || status=1 ;;
+        | tee "$OUT/judge_latency.txt" || status=1
+      python3 benchmarks/judge_latency.py --device cuda --exec-workers --out "$OUT/judge_latency-exec.json" 2>&1 \
+        | tee -a "$OUT/judge_latency.txt" || status=1 ;;
     agent)
       python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" tests/agent 2>&1 | tee "$OUT/agent-tests.log" || status=1
       python3 benchmarks/agent_overhead.py --device cuda --out "$OUT/agent_overhead.json" 2>&1 \

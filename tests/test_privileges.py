@@ -71,11 +71,13 @@ def test_the_interpreter_and_its_import_path_are_checked(private_python: Path):
 
 @needs_root
 def test_a_worker_that_cannot_run_its_interpreter_fails_with_advice(tmp_path: Path, private_python: Path):
+    # An exec'd worker (fork=False): a forked one never runs the interpreter as that user, which is
+    # why the judge checks the install is reachable (Judge.unreachable_for_candidates) either way.
     run = tmp_path / "run"
     run.mkdir()
     spec = WorkerSpec(role="candidate", run_dir=run, policy=SandboxPolicy(isolate_network=False,
                                                                           run_as=unprivileged_ids()),
-                      env={}, python=str(private_python))
+                      env={}, python=str(private_python), fork=False)
     with pytest.raises(WorkerError) as info:
         WorkerProcess(spec)
     assert info.value.kind == "runtime_error"

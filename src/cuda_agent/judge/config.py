@@ -76,6 +76,9 @@ class JudgeConfig:
     drop_privileges: bool = True      # when the judge runs as root, candidates run as nobody
     filter_syscalls: bool = True      # a seccomp filter on candidates and their compiles
     worker_python: str | None = None  # the interpreter workers run (default: this one)
+    # Workers are forked from a trusted process that has imported torch once (judge/fork_server.py),
+    # sandboxed after the fork as an exec'd one is before it: a start in milliseconds, not seconds.
+    fork_workers: bool = True
     # Further places a candidate and its compiles may not read, beside the judge's cache: state of
     # what hosts the judge (a Ray pool hides Ray's session directory, its logs and sockets).
     hidden_paths: tuple[str, ...] = ()

@@ -43,16 +43,10 @@ from pathlib import Path
 
 TOKEN_VARIABLE = "CUDA_AGENT_WORKER_TOKEN"
 
-# Run as ``python -I -S -c LAUNCHER <worker argv>``. It forks the worker (pid 1 of the new
-# namespace, where there is one), holds no channel of the judge's, takes in the worker's orphans
-# (a child subreaper), and exits as the worker did.
-LAUNCHER = """\
-import ctypes, os, signal, sys
-ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-pid = os.fork()
-if pid == 0:
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the launcher
-    os.execv(sys.argv[1], sys.argv[1:])
+# What the launcher does once its worker runs (also ``fork_server``, which forks the worker
+# without an exec): given the worker's ``pid``, hold no channel of the judge's, take in the
+# worker's orphans (a child subreaper), and exit as the worker did.
+LAUNCHER_REAP = """\
 os.closerange(3, 1 << 16)
 while True:
     try:
@@ -82,6 +76,18 @@ if os.WIFSIGNALED(status):
     os.kill(os.getpid(), sig)
 os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 """
+
+# Run as ``python -I -S -c LAUNCHER <worker argv>``. It forks the worker (pid 1 of the new
+# namespace, where there is one), holds no channel of the judge's, takes in the worker's orphans
+# (a child subreaper), and exits as the worker did.
+LAUNCHER = """\
+import ctypes, os, signal, sys
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+pid = os.fork()
+if pid == 0:
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the launcher
+    os.execv(sys.argv[1], sys.argv[1:])
+""" + LAUNCHER_REAP
 
 
 def new_token() -> str:

@@ -120,7 +120,8 @@ class RunWorkers:
                             drop_privileges=self.cfg.drop_privileges)
         name = f"{role}-{mode}" if role == "reference" else role
         spec = WorkerSpec(role=name, run_dir=self.dir, policy=policy, env=self._env(role),
-                          memory_limit_bytes=self.cfg.memory_limit_bytes, python=self.judge.python)
+                          memory_limit_bytes=self.cfg.memory_limit_bytes, python=self.judge.python,
+                          fork=self.cfg.fork_workers)
         worker = WorkerProcess(spec)
         with self._lock:
             self.stack.callback(worker.close)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import protocol
+from .fork_server import ForkedProcess, ForkRequest, ForkServer, ForkServerError, server_for
 from .process_tree import TOKEN_VARIABLE, ProcessTree, launched, new_token, only_child, stat_fields
 from .sandbox import SandboxPolicy, make_preexec, worker_environment
 
@@ -48,6 +49,7 @@ class WorkerSpec:
     env: dict[str, str]
     memory_limit_bytes: int | None = None
     python: str = sys.executable  # the interpreter the worker runs
+    fork: bool = True             # forked by the fork server (fork_server), else exec'd afresh
 
 
 def _signal_name(returncode: int) -> str:
@@ -82,7 +84,7 @@ class WorkerProcess:
         self.log_path = spec.run_dir / f"{spec.role}.log"
         self._oom = threading.Event()
         self.peak_rss_bytes = 0  # the worker process's own high-water mark, read before it ends
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | ForkedProcess | None = None
         self._send_fd = self._recv_fd = -1  # the channel, once started
         self._start()
 
@@ -104,13 +106,17 @@ class WorkerProcess:
             argv = launched(argv, self.spec.python)  # the worker becomes the namespace's init
         log = open(self.log_path, "wb")
         try:
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                cwd=self.home, pass_fds=(to_child_r, from_child_w), start_new_session=True,
-                preexec_fn=make_preexec(self.spec.policy),
-            )
-        except OSError as exc:  # the interpreter or a sandbox step refused, before any Python ran
+            server = server_for(self.spec.python, self.spec.env) if self.spec.fork else None
+            if server is not None:
+                self.proc = self._fork(server, env, launcher, [to_child_r, from_child_w, log.fileno()])
+            else:
+                self.proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                    cwd=self.home, pass_fds=(to_child_r, from_child_w), start_new_session=True,
+                    preexec_fn=make_preexec(self.spec.policy),
+                )
+        except (OSError, ForkServerError) as exc:  # the interpreter or a sandbox step refused
             for fd in (to_child_w, from_child_r):
                 os.close(fd)
             who = f"as uid {self.spec.policy.run_as[0]}" if self.spec.policy.run_as else "in its sandbox"
@@ -132,6 +138,16 @@ class WorkerProcess:
             os.set_blocking(fd, False)  # deadlines are enforced with select
         if self.spec.memory_limit_bytes:
             threading.Thread(target=self._watch_memory, daemon=True).start()
+
+    def _fork(self, server: ForkServer, env: dict[str, str], launcher: bool, fds: list[int]) -> ForkedProcess:
+        """Start the worker from the fork server's image (see ``fork_server``): the same sandbox,
+        applied after the fork instead of before an exec."""
+        request = ForkRequest(env=env, cwd=str(self.home), policy=self.spec.policy, launcher=launcher,
+                              token=self.token, affinity=frozenset(os.sched_getaffinity(0)),
+                              package_parent=PACKAGE_PARENT)
+        if self.spec.policy.landlock_fd >= 0:
+            fds = [*fds, self.spec.policy.landlock_fd]
+        return server.spawn(request, fds)
 
     # -- supervision ------------------------------------------------------------------------
     def _watch_memory(self) -> None:

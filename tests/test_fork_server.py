@@ -1,0 +1,105 @@
+"""Workers forked from the fork server are the same workers an exec starts: sandboxed alike,
+found by their token, reported with their exit status, and refused with a reason when their
+sandbox cannot be set up."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.judge import fork_server
+from cuda_agent.judge.process_tree import TOKEN_VARIABLE
+from cuda_agent.judge.sandbox import SandboxPolicy
+from cuda_agent.judge.worker_process import WorkerError, WorkerProcess, WorkerSpec
+from cuda_agent.solution import load_solution
+from cuda_agent.task import load_task
+
+
+def _worker(tmp_path: Path, fork: bool, **policy) -> WorkerProcess:
+    spec = WorkerSpec(role="candidate", run_dir=tmp_path, policy=SandboxPolicy(isolate_network=False, **policy),
+                      env={"OMP_NUM_THREADS": "1"}, memory_limit_bytes=None, fork=fork)
+    return WorkerProcess(spec)
+
+
+def _status(pid: int, field: str) -> str:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return line.split(":", 1)[1].strip()
+    raise KeyError(field)
+
+
+def test_a_forked_worker_is_a_fresh_process_with_its_own_session_and_token(tmp_path):
+    worker = _worker(tmp_path, fork=True)
+    try:
+        server = next(s for s in fork_server._servers.values() if s.alive)
+        assert isinstance(worker.proc, fork_server.ForkedProcess)
+        assert worker.pid != server.proc.pid and os.getpgid(worker.pid) == worker.pid  # its own session
+        # /proc/PID/environ carries its token (the judge finds it and its children by it) ...
+        environ = Path(f"/proc/{worker.pid}/environ").read_bytes()
+        assert f"{TOKEN_VARIABLE}={worker.token}".encode() in environ.split(b"\0")
+        # ... and no other worker's: a second one has a token of its own.
+        other = _worker(tmp_path / "other", fork=True)
+        try:
+            assert other.token != worker.token
+            assert f"{TOKEN_VARIABLE}={other.token}".encode() in Path(f"/proc/{other.pid}/environ").read_bytes()
+            assert worker.tree.strays() == [] and other.tree.strays() == []
+        finally:
+            other.close()
+        assert _status(worker.pid, "Threads") != "0"
+    finally:
+        worker.close()
+    # It was asked to exit, then its group killed (as every worker's is): the server said which came first.
+    assert worker.proc.returncode in (0, -signal.SIGKILL)
+
+
+def test_the_exit_status_of_a_killed_forked_worker_is_its_signal(tmp_path):
+    worker = _worker(tmp_path, fork=True)
+    os.kill(worker.pid, signal.SIGKILL)
+    assert worker.proc.wait(timeout=10) == -signal.SIGKILL
+    with pytest.raises(WorkerError, match="killed by SIGKILL"):
+        worker.request("run", 10)
+    worker.close()
+
+
+def test_a_sandbox_that_cannot_be_set_up_is_a_start_error_with_the_reason(tmp_path):
+    # A user the kernel refuses to switch to: the sandbox step fails in the child, before any of
+    # the worker's code runs, and the judge is told why (as Popen reports a failed preexec).
+    with pytest.raises(WorkerError, match="could not start the candidate process as uid 4294967295 .*Error"):
+        _worker(tmp_path, fork=True, run_as=(2**32 - 1, 2**32 - 1))
+
+
+@pytest.mark.slow
+def test_forked_and_execd_workers_give_the_same_verdict_and_isolation(judge_config, task, fixtures_dir):
+    from cuda_agent.judge.judge import Judge
+
+    solution = load_solution(fixtures_dir / "solutions" / "cpu" / "correct")
+    verdicts = {fork: Judge(judge_config(fork_workers=fork)).verify(task, solution) for fork in (True, False)}
+    assert verdicts[True].status == verdicts[False].status == "ok", verdicts[True].feedback
+    same_run = {fork: re.sub(r"cuda-agent-run-\w+", "RUN", json.dumps(v.isolation, sort_keys=True))
+                for fork, v in verdicts.items()}  # each run has a private directory of its own
+    assert same_run[True] == same_run[False]
+    assert verdicts[True].feedback == verdicts[False].feedback
+
+
+def test_a_dead_server_is_replaced_on_the_next_start(tmp_path):
+    first = _worker(tmp_path, fork=True)
+    first.close()
+    server = next(s for s in fork_server._servers.values() if s.alive)
+    server.proc.kill()
+    server.proc.wait()
+    deadline = time.monotonic() + 10
+    while server.alive and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not server.alive
+    again = _worker(tmp_path / "again", fork=True)
+    try:
+        assert again.proc.poll() is None
+    finally:
+        again.close()
+    assert next(s for s in fork_server._servers.values() if s.alive) is not server
