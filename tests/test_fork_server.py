@@ -18,7 +18,6 @@ from cuda_agent.judge.process_tree import TOKEN_VARIABLE
 from cuda_agent.judge.sandbox import SandboxPolicy
 from cuda_agent.judge.worker_process import WorkerError, WorkerProcess, WorkerSpec
 from cuda_agent.solution import load_solution
-from cuda_agent.task import load_task
 
 
 def _worker(tmp_path: Path, fork: bool, **policy) -> WorkerProcess:

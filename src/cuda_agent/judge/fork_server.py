@@ -38,7 +38,6 @@ import threading
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from .process_tree import LAUNCHER_REAP, TOKEN_VARIABLE, new_token
 from .sandbox import SandboxPolicy
