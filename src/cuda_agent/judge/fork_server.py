@@ -30,6 +30,7 @@ import os
 import pickle
 import select
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -121,6 +122,7 @@ class ForkServer:
     def __init__(self, python: str, env: dict[str, str], home: Path):
         """``env``: the server's own environment (a worker's, without what differs by worker)."""
         self.python = python
+        self.home = home
         home.mkdir(parents=True, exist_ok=True)
         self.log_path = home / "fork-server.log"
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -143,8 +145,9 @@ class ForkServer:
         self._ready = threading.Event()
         threading.Thread(target=self._read, name="fork-server-reader", daemon=True).start()
         if not self._ready.wait(START_TIMEOUT_S) or not self.alive:
+            why = self.log_tail()
             self.close()
-            raise ForkServerError(f"the worker fork server did not start: {self.log_tail()}")
+            raise ForkServerError(f"the worker fork server did not start: {why}")
         if self._unsafe:
             self.close()
             raise ForkUnsafe(self._unsafe)
@@ -228,6 +231,7 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        shutil.rmtree(self.home, ignore_errors=True)  # its log: nothing a verdict needs
 
 
 _servers: dict[tuple, ForkServer] = {}
@@ -250,6 +254,8 @@ def server_for(python: str, extra_env: dict[str, str]) -> ForkServer | None:
         if key in _unforkable:
             return None
         server = _servers.get(key)
+        if server is not None and not server.alive:
+            server.close()  # gone: reap it, remove its directory
         if server is None or not server.alive:
             if not _servers:
                 atexit.register(close_servers)
