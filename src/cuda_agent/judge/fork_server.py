@@ -81,7 +81,6 @@ class ForkRequest:
     cwd: str
     policy: SandboxPolicy
     launcher: bool                  # fork once more: the worker is the new PID namespace's init
-    token: str
     affinity: frozenset[int]
     package_parent: str
 
@@ -90,10 +89,9 @@ class ForkRequest:
 class ForkedProcess:
     """A worker forked by the server, with the parts of ``subprocess.Popen`` the judge uses."""
 
-    def __init__(self, pid: int, server: "ForkServer"):
+    def __init__(self, pid: int):
         self.pid = pid
         self.returncode: int | None = None
-        self._server = server
         self._done = threading.Event()
 
     def _exited(self, returncode: int) -> None:
@@ -121,7 +119,6 @@ class ForkServer:
 
     def __init__(self, python: str, env: dict[str, str], home: Path):
         """``env``: the server's own environment (a worker's, without what differs by worker)."""
-        self.python = python
         self.home = home
         home.mkdir(parents=True, exist_ok=True)
         self.log_path = home / "fork-server.log"
@@ -175,7 +172,7 @@ class ForkServer:
                 with self._lock:
                     event, slot = self._pending.pop(message["id"])
                     if kind == "started":
-                        self._children[message["pid"]] = child = ForkedProcess(message["pid"], self)
+                        self._children[message["pid"]] = child = ForkedProcess(message["pid"])
                         slot.append(child)
                     else:
                         slot.append(ForkServerError(message["message"]))
@@ -418,9 +415,8 @@ def _become_worker(request: ForkRequest, fds: list[int], sock: socket.socket, re
                 pass
     os.chdir(request.cwd)
     os.environ.clear()
-    os.environ.update(request.env)
-    os.environ[TOKEN_VARIABLE] = request.token
-    _write_exec_environment_token(request.token)
+    os.environ.update(request.env)  # the worker's token among it
+    _write_exec_environment_token(request.env[TOKEN_VARIABLE])
     tempfile.tempdir = None
     random.seed()
     os.sched_setaffinity(0, request.affinity)

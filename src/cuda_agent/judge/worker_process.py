@@ -143,8 +143,7 @@ class WorkerProcess:
         """Start the worker from the fork server's image (see ``fork_server``): the same sandbox,
         applied after the fork instead of before an exec."""
         request = ForkRequest(env=env, cwd=str(self.home), policy=self.spec.policy, launcher=launcher,
-                              token=self.token, affinity=frozenset(os.sched_getaffinity(0)),
-                              package_parent=PACKAGE_PARENT)
+                              affinity=frozenset(os.sched_getaffinity(0)), package_parent=PACKAGE_PARENT)
         if self.spec.policy.landlock_fd >= 0:
             fds = [*fds, self.spec.policy.landlock_fd]
         return server.spawn(request, fds)
