@@ -3,6 +3,7 @@ eager on a GPU (the demo's promise)."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -20,13 +21,31 @@ def test_there_are_three_examples_of_different_kinds():
     for name in NAMES:
         assert (EXAMPLES / name / "cuda" / "model_new.py").is_file()
         assert (EXAMPLES / name / "cpu" / "model_new.py").is_file()
+        assert (EXAMPLES / name / "model_cpu.py").is_file()
+
+
+def _program(path: Path) -> tuple[list[str], dict[str, object]]:
+    """A task file's statements but its docstring and integer settings, and those settings."""
+    body = ast.parse(path.read_text()).body[1:]
+    sizes = {s.targets[0].id: s.value.value for s in body
+             if isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant) and type(s.value.value) is int}
+    return [ast.dump(s) for s in body if not (isinstance(s, ast.Assign) and s.targets[0].id in sizes)], sizes
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_cpu_sized_task_differs_from_the_task_only_in_its_sizes(name):
+    program, sizes = _program(EXAMPLES / name / "model.py")
+    cpu_program, cpu_sizes = _program(EXAMPLES / name / "model_cpu.py")
+    assert cpu_program == program and cpu_sizes.keys() == sizes.keys()
+    assert all(cpu_sizes[k] <= sizes[k] for k in sizes) and cpu_sizes != sizes
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_cpu_solution_is_correct(name, judge_cache):
+    # At the sizes the CPU backend is given (the demo's): the GPU's take minutes per check here.
     judge = Judge(JudgeConfig(backend="cpu", cache_dir=judge_cache, num_checks=2))
-    verdict = judge.verify(load_task(EXAMPLES / name / "model.py"), load_solution(EXAMPLES / name / "cpu"))
+    verdict = judge.verify(load_task(EXAMPLES / name / "model_cpu.py"), load_solution(EXAMPLES / name / "cpu"))
     assert verdict.status == "ok", verdict.feedback
     assert verdict.correct and len(verdict.checks) == 2
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -40,9 +41,12 @@ def _run(task, solution, stage: str, config, as_json: bool, title: str = "") -> 
         judge = Judge(config, progress=lambda m: err.print(f"[dim]{m}[/]"))
         verdict = judge.evaluate(task, solution, stage)
     else:
-        with err.status("starting") as status:
-            judge = Judge(config, progress=lambda m: status.update(m))
-            verdict = judge.evaluate(task, solution, stage)
+        from .render import JudgeProgress
+
+        started = time.monotonic()
+        with JudgeProgress(err, {"compile": "build", "verify": "verify"}.get(stage, "time")) as progress:
+            verdict = Judge(config, progress=progress).evaluate(task, solution, stage)
+        err.print(f"[dim]judged in {time.monotonic() - started:.0f} s[/]")
     if as_json:
         sys.stdout.write(verdict.to_json() + "\n")
     else:
@@ -447,16 +451,22 @@ def demo(
     """Judge one example solution with the best available backend and show the verdict."""
     from .device import resolve_backend
     from .solution import load_solution
-    from .task import load_task
+    from .task import task_from_source
 
     backend = resolve_backend(device)
     root = examples_dir() / example
     if not (root / "model.py").is_file():
         names = sorted(p.name for p in examples_dir().iterdir() if (p / "model.py").is_file())
         raise CudaAgentError(f"no example named {example!r}; choose one of {', '.join(names)}")
+    # An example may carry its task sized for a backend (model_cpu.py: the GPU's sizes take minutes to
+    # time on a few CPU cores); it keeps the example's name.
+    sized = root / f"model_{backend}.py"
+    task_file = sized if sized.is_file() else root / "model.py"
     if not as_json:
-        out.print(f"judging examples/{example}/{backend} against examples/{example}/model.py on the {backend} backend")
-    task, solution = load_task(root / "model.py"), load_solution(root / backend)
+        out.print(f"judging examples/{example}/{backend} against examples/{example}/{task_file.name} "
+                  f"on the {backend} backend")
+    task = task_from_source(task_file.read_text(), example, str(task_file))
+    solution = load_solution(root / backend)
     raise typer.Exit(_run(task, solution, "profile", _config(backend, cache_dir), as_json, title=f"demo: {example}"))
 
 

@@ -50,7 +50,53 @@ def verdict_panel(verdict: Verdict, title: str = "") -> Panel:
         parts += [Text(), checks]
 
     parts += [Text(), Text(verdict.feedback)]
-    seconds = ", ".join(f"{k} {v:.1f}s" for k, v in verdict.seconds.items())
+    if verdict.seconds:  # in the body, where it wraps: a subtitle is cut at the panel's width
+        seconds = ", ".join(f"{k} {v:.1f} s" for k, v in verdict.seconds.items())
+        parts.append(Text(f"stages: {seconds}", style="dim"))
     device = verdict.device.get("name", verdict.backend)
-    subtitle = f"{verdict.backend} · {device} · {seconds}"
-    return Panel(Group(*parts), title=title or verdict.task, subtitle=subtitle, border_style=style)
+    return Panel(Group(*parts), title=title or verdict.task, subtitle=f"{verdict.backend} · {device}",
+                 border_style=style)
+
+
+# The judge's progress messages, by the stage they belong to: (stage, how the message starts).
+JUDGE_STAGES = (("build", ("checking the solution's format", "building")),
+                ("verify", ("starting", "check ")),
+                ("time", ("timing",)))
+
+
+def judge_stage(message: str, last: str) -> str:
+    """The stage a progress message belongs to (the last one, for a message no stage names)."""
+    for stage, starts in JUDGE_STAGES:
+        if message.startswith(starts):
+            return stage
+    return last
+
+
+class JudgeProgress:
+    """One line on the terminal while a judge runs: which stage of how many, what it is doing,
+    and the time since it started. Stages past the one the command asked for are not counted."""
+
+    def __init__(self, console, last_stage: str):
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        names = [name for name, _ in JUDGE_STAGES]
+        self.stages = names[:names.index(last_stage) + 1] if last_stage in names else names
+        self.stage = self.stages[0]
+        self._bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                             console=console, transient=True)
+        self._task = self._bar.add_task(self._describe("starting"), total=None)
+
+    def _describe(self, message: str) -> str:
+        number = self.stages.index(self.stage) + 1 if self.stage in self.stages else len(self.stages)
+        return f"stage {number}/{len(self.stages)} ({self.stage}): {message}"
+
+    def __call__(self, message: str) -> None:
+        self.stage = judge_stage(message, self.stage)
+        self._bar.update(self._task, description=self._describe(message))
+
+    def __enter__(self) -> "JudgeProgress":
+        self._bar.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._bar.__exit__(*exc)
