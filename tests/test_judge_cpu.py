@@ -383,24 +383,42 @@ def test_candidate_that_replaces_the_workers_clock_is_caught_by_the_judges_clock
 
 
 @pytest.mark.timing
-def test_work_moved_out_of_the_timed_call_is_caught(unscanned_judge, task, fixture_solution,
-                                                    skip_where_the_flush_hides_20_ms):
+def test_work_moved_into_preparing_inputs_lands_in_the_timed_call(unscanned_judge, task, fixture_solution):
+    # The attack does its slow part where the candidate's own process builds a call's inputs and
+    # hands back the ready result in the call. The candidate builds no inputs for its timed calls
+    # (the reference stages them, judge/input_arena.py), so the slow part runs inside the call.
+    v = unscanned_judge.judge(task, fixture_solution("cpu/attacks/work_in_prepare"))
+    assert v.timing_integrity["inputs_staged"] is True
+    assert v.status != "ok" or (v.timings["candidate"].median_ms >= 20.0 and v.reward <= 1), v.feedback
+
+
+@pytest.fixture(scope="module")
+def unstaged_judge(judge_config) -> Judge:
+    """Without staged inputs: the candidate builds its own, the path taken for inputs the arena
+    cannot hold (judge/input_arena.py), where its prepare step is held to the reference's."""
+    return Judge(judge_config(static_checks=False, stage_inputs=False))
+
+
+@pytest.mark.timing
+def test_where_inputs_are_not_staged_work_moved_out_of_the_timed_call_is_caught(
+        unstaged_judge, task, fixture_solution, skip_where_the_flush_hides_20_ms):
     # The slow part runs while inputs are prepared (untimed); the judge's clock on the prepare
     # step, compared with the reference's, sees it.
-    v = unscanned_judge.judge(task, fixture_solution("cpu/attacks/work_in_prepare"))
+    v = unstaged_judge.judge(task, fixture_solution("cpu/attacks/work_in_prepare"))
     skip_where_the_flush_hides_20_ms(v)
+    assert v.timing_integrity["inputs_staged"] == "no: switched off (JudgeConfig.stage_inputs)"
     assert v.status == "runtime_error", v.feedback
     assert "outside the timed calls" in v.error and v.reward == -1
-    assert v.timing_integrity["attempts"] == unscanned_judge.config.timing_attempts == 3
+    assert v.timing_integrity["attempts"] == unstaged_judge.config.timing_attempts == 3
     assert len(v.timing_integrity["failed_attempts"]) == 3
 
 
 @pytest.mark.timing
-def test_overheads_out_of_line_once_are_timed_again(unscanned_judge, task, fixture_solution,
+def test_overheads_out_of_line_once_are_timed_again(unstaged_judge, task, fixture_solution,
                                                     skip_where_the_flush_hides_20_ms):
     # Only the first timing session prepares slowly (as under a burst of load): the second attempt
     # passes, and its timings are the ones reported.
-    v = unscanned_judge.judge(task, fixture_solution("cpu/busy_first_timing"))
+    v = unstaged_judge.judge(task, fixture_solution("cpu/busy_first_timing"))
     skip_where_the_flush_hides_20_ms(v)
     assert v.status == "ok", v.feedback
     assert v.timing_integrity["attempts"] >= 2

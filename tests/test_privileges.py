@@ -38,8 +38,14 @@ def private_python(open_dir: Path) -> Path:
     private = open_dir / "home"
     private.mkdir(mode=0o700)
     os.chmod(private, 0o700)
-    link = private / "python"
+    (private / "bin").mkdir()
+    link = private / "bin" / "python"
     link.symlink_to(Path(sys.executable).resolve())
+    if sys.prefix != sys.base_prefix:
+        # In a virtual environment the link must find it (pyvenv.cfg above its bin/, the packages
+        # under lib/), or it runs the bare base interpreter, which has no torch.
+        (private / "pyvenv.cfg").write_text((Path(sys.prefix) / "pyvenv.cfg").read_text())
+        (private / "lib").symlink_to(Path(sys.prefix) / "lib")
     return link
 
 

@@ -92,6 +92,7 @@ def test_cpu_case_is_accepted(name, cpu_judge):
     verdict = cpu_judge.judge(task, solution)
     _assert_accepted(verdict)
     assert verdict.stage == "profile"
+    assert verdict.timing_integrity["inputs_staged"] is True  # the reference made every timed input
 
 
 # -- the CUDA cases, on a GPU ------------------------------------------------------------------
@@ -110,6 +111,7 @@ def test_cuda_case_is_accepted(name, cuda_judge):
     task, solution = _load(name)
     verdict = cuda_judge.judge(task, solution)
     _assert_accepted(verdict)
+    assert verdict.timing_integrity["inputs_staged"] is True  # the reference made every timed input
     minimum = MIN_SPEEDUP_VS_EAGER.get(name)
     if minimum is not None:
         assert verdict.speedup_vs_eager is not None and verdict.speedup_vs_eager > minimum, verdict.feedback

@@ -79,6 +79,9 @@ class JudgeConfig:
     # Workers are forked from a trusted process that has imported torch once (judge/fork_server.py),
     # sandboxed after the fork as an exec'd one is before it: a start in milliseconds, not seconds.
     fork_workers: bool = True
+    # The candidate's timed calls read inputs the trusted reference wrote into a buffer both map
+    # (judge/input_arena.py), never inputs built in the candidate's own interpreter.
+    stage_inputs: bool = True
     # Further places a candidate and its compiles may not read, beside the judge's cache: state of
     # what hosts the judge (a Ray pool hides Ray's session directory, its logs and sockets).
     hidden_paths: tuple[str, ...] = ()

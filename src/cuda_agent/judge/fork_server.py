@@ -75,7 +75,8 @@ class ForkFailed(Exception):
 @dataclass(frozen=True)
 class ForkRequest:
     """One worker to start. The descriptors travel beside it (``socket.send_fds``), in this
-    order: the worker's channel in and out, its log, and the Landlock ruleset if any."""
+    order: the worker's channel in and out, its log, the Landlock ruleset if any, and the input
+    arena if any."""
 
     env: dict[str, str]
     cwd: str
@@ -83,6 +84,7 @@ class ForkRequest:
     launcher: bool                  # fork once more: the worker is the new PID namespace's init
     affinity: frozenset[int]
     package_parent: str
+    arena: bool = False             # an input arena follows the other descriptors
 
 
 # -- the judge's side ------------------------------------------------------------------------------
@@ -399,14 +401,15 @@ def _become_worker(request: ForkRequest, fds: list[int], sock: socket.socket, re
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     sock.close()
-    fd_in, fd_out, log = fds[0], fds[1], fds[2]
-    landlock_fd = fds[3] if len(fds) > 3 else -1
+    fd_in, fd_out, log, *rest = fds
+    landlock_fd = rest.pop(0) if request.policy.landlock_fd >= 0 else -1
+    arena_fd = rest.pop(0) if request.arena else -1
     os.setsid()
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    keep = {0, 1, 2, fd_in, fd_out, landlock_fd, ready_w}
+    keep = {0, 1, 2, fd_in, fd_out, landlock_fd, arena_fd, ready_w}
     for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
         if fd not in keep:
             try:
@@ -426,11 +429,11 @@ def _become_worker(request: ForkRequest, fds: list[int], sock: socket.socket, re
     os.write(ready_w, b"\0")
     os.close(ready_w)
     if request.launcher:
-        _launch(fd_in, fd_out, request.package_parent)
-    _run_worker(fd_in, fd_out, request.package_parent)
+        _launch(fd_in, fd_out, request.package_parent, arena_fd)
+    _run_worker(fd_in, fd_out, request.package_parent, arena_fd)
 
 
-def _launch(fd_in: int, fd_out: int, package_parent: str) -> None:
+def _launch(fd_in: int, fd_out: int, package_parent: str, arena_fd: int) -> None:
     """``process_tree.LAUNCHER`` without the exec: the worker is this process's one child."""
     import ctypes
 
@@ -439,15 +442,15 @@ def _launch(fd_in: int, fd_out: int, package_parent: str) -> None:
     pid = os.fork()
     if pid == 0:
         libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the launcher
-        _run_worker(fd_in, fd_out, package_parent)
+        _run_worker(fd_in, fd_out, package_parent, arena_fd)
     exec(LAUNCHER_REAP, {"os": os, "signal": signal, "pid": pid})
 
 
-def _run_worker(fd_in: int, fd_out: int, package_parent: str) -> None:
+def _run_worker(fd_in: int, fd_out: int, package_parent: str, arena_fd: int) -> None:
     from . import worker_main
 
-    sys.argv = ["-c", str(fd_in), str(fd_out), package_parent]
-    worker_main.serve(fd_in, fd_out)
+    sys.argv = ["-c", str(fd_in), str(fd_out), package_parent, str(arena_fd)]
+    worker_main.serve(fd_in, fd_out, arena_fd)
     os._exit(0)
 
 

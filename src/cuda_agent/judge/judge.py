@@ -384,6 +384,8 @@ class _Run(RunWorkers, RunVerification, RunTiming):
         self.device_info: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.workers: list[WorkerProcess] = []  # every worker started, for their peak memory
+        self.arena_fd = -1  # the input arena's memfd, once made (cpu backend)
+        self.arena: dict[str, Any] | None = None  # how the candidate's timed inputs are staged, once asked
         self.weight_seed: int | None = None
         self.precision_errors: list[tuple[float, float]] = []  # (candidate's, reference's), per call checked
         self.precision_unmeasured: str | None = None  # why a call's precision could not be measured

@@ -4,6 +4,7 @@ baselines, the physical floor and the rechecks of timed outputs (a part of ``jud
 from __future__ import annotations
 
 import json
+import os
 import time
 from functools import partial
 
@@ -27,7 +28,7 @@ class RunTiming:
 
     # -- stage 3 ------------------------------------------------------------------------------
     def _timed(self, worker: WorkerProcess, label: str, keep: bool, follows: TimedSession | None = None,
-               flusher: WorkerProcess | None = None) -> TimedSession:
+               flusher: WorkerProcess | None = None, stager: WorkerProcess | None = None) -> TimedSession:
         """A timing session for ``worker``; one that ``follows`` another ends with it; a
         ``flusher`` flushes the shared cache before each of its calls (``session``). A
         candidate's CPU clock is read around its untimed steps on the cpu backend, where all its
@@ -40,7 +41,26 @@ class RunTiming:
                             window=self.judge.backend == "cuda", exchange=self._call, post=self._post,
                             seed=self._seed, call_timeout_s=cfg.call_timeout_s,
                             warm_timeout_s=cfg.timing_timeout_s, cores=worker_cores, follows=follows,
-                            flusher=flusher, cpu_clock=partial(cpu_seconds, worker.pid) if watch_cpu else None)
+                            flusher=flusher, cpu_clock=partial(cpu_seconds, worker.pid) if watch_cpu else None,
+                            stager=stager, arena=self.arena if stager is not None else None)
+
+    def _stage_inputs(self) -> WorkerProcess | None:
+        """The worker that stages the candidate's timed inputs (the reference, input_arena), once
+        the arena is laid out and sized; None where they cannot be staged (the verdict says why)."""
+        if self.arena is None:
+            if not self.cfg.stage_inputs:
+                self.arena = {"staged": False, "why": "switched off (JudgeConfig.stage_inputs)"}
+            else:
+                self.arena = self._call(self.ref, "arena", self.cfg.call_timeout_s,
+                                        {"seed": self._seed(), "check_seed": self._seed()}, expect={"staged": bool})
+                problem = self.arena.get("tampered")
+                if problem:  # the memfd the candidate holds too was sealed or resized under the reference
+                    problem += ": the candidate's process changed the buffer its inputs are staged in"
+                elif self.arena["staged"] and self.arena_fd >= 0:
+                    problem = _seal_arena(self.arena_fd, int(self.arena["nbytes"]))
+                if problem:
+                    self._worker_failed("candidate", WorkerError("runtime_error", problem))
+        return self.ref if self.arena["staged"] else None
 
     def _time_sessions(self, sessions: list[TimedSession]) -> None:
         """Run sessions interleaved call by call, with the device to themselves; fail the run if
@@ -93,9 +113,13 @@ class RunTiming:
         # every call of both, so that the candidate's prepare step, held to the reference's, is
         # not mostly a flush whose length hides work moved into it (cpu).
         flusher = self.ref if self.judge.shared_flush() else None
+        stager = self._stage_inputs()
         for attempt in range(1, max(1, cfg.timing_attempts) + 1):
-            cand = self._timed(self.cand, "candidate", keep=True, flusher=flusher)
-            calibration = self._timed(self.ref, "reference (calibration)", keep=True, follows=cand, flusher=flusher)
+            cand = self._timed(self.cand, "candidate", keep=True, flusher=flusher, stager=stager)
+            # Its inputs staged too: its prepare step is then the candidate's (views and a flush), and
+            # holding the candidate's to it leaves no room for work a call leaves running.
+            calibration = self._timed(self.ref, "reference (calibration)", keep=True, follows=cand, flusher=flusher,
+                                      stager=stager)
             started = time.perf_counter()
             self._time_sessions([cand, calibration])
             _add_seconds(v, "timing", started)
@@ -124,6 +148,7 @@ class RunTiming:
                 "candidate_gap_ms": v.timings["candidate"].gap_median_ms,
                 "reference_gap_ms": reference.gap_median_ms,
                 "candidate_background_cpu_ms": session.background_cpu_mean_ms,
+                "inputs_staged": True if stager is not None else f"no: {self.arena.get('why')}",
                 "reference_ms": reference.median_ms,
                 "precision": v.timings["candidate"].precision,
                 "attempts": attempt, "failed_attempts": list(failed_attempts),
@@ -319,3 +344,21 @@ class RunTiming:
                 _fail(self.verdict, "incorrect", f"timed call {pick + 1}: {check.message}")
             self._add_precision(expected, errors)
         self._report_precision()
+
+
+def _seal_arena(fd: int, nbytes: int) -> str | None:
+    """Fix the arena's size now that the reference has set it: the candidate holds the memfd
+    too, and a file shrunk under the reference's mapping would kill the reference mid-write.
+    A candidate that sealed or resized it first has tampered with its own inputs: why, or None."""
+    import fcntl
+
+    try:
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+        size = os.fstat(fd).st_size
+    except OSError as exc:
+        return (f"the input arena could not be sealed ({exc}): the candidate's process changed the buffer "
+                "its inputs are staged in")
+    if size != nbytes:
+        return (f"the input arena holds {size} bytes, not the {nbytes} laid out: the candidate's process "
+                "resized the buffer its inputs are staged in")
+    return None

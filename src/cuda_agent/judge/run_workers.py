@@ -88,6 +88,16 @@ class RunWorkers:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
+    def _arena_fd(self) -> int:
+        """The run's input arena on the cpu backend (input_arena): a memfd both the candidate and
+        the reference map. The reference sizes it; the judge then seals its size, so that the
+        candidate, which holds it too, cannot shrink it under the reference's writes."""
+        with self._lock:
+            if self.arena_fd < 0:
+                self.arena_fd = os.memfd_create("cuda-agent-inputs", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+                self.stack.callback(os.close, self.arena_fd)
+            return self.arena_fd
+
     def _env(self, role: str) -> dict[str, str]:
         env: dict[str, str] = {}
         if self.judge.backend == "cuda":
@@ -119,9 +129,10 @@ class RunWorkers:
                             landlock_fd=fd, seccomp_program=program, run_as=self.run_as,
                             drop_privileges=self.cfg.drop_privileges)
         name = f"{role}-{mode}" if role == "reference" else role
+        staged = self.judge.backend == "cpu" and mode == "eager"  # the candidate and its reference
         spec = WorkerSpec(role=name, run_dir=self.dir, policy=policy, env=self._env(role),
                           memory_limit_bytes=self.cfg.memory_limit_bytes, python=self.judge.python,
-                          fork=self.cfg.fork_workers)
+                          fork=self.cfg.fork_workers, arena_fd=self._arena_fd() if staged else -1)
         worker = WorkerProcess(spec)
         with self._lock:
             self.stack.callback(worker.close)

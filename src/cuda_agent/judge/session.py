@@ -32,6 +32,13 @@ A session with a ``cpu_clock`` (the worker's process CPU clock, cpu backend) als
 each timed call, the CPU time the worker used between the end of its prepare step and its go,
 while its timing thread waits: work other threads did while it was not being timed
 (``timing.integrity_problem``).
+
+A session with a ``stager`` (the candidate's) builds none of its inputs: its worker's prepare
+step gets no seed and only flushes; then the stager, the trusted reference, writes that call's
+inputs into the input arena both map and flushes the cache (``stage``), and the go follows
+(``input_arena``). Its prepare step then knows nothing of the call's inputs; it is still held to
+the reference's, since work a call leaves running past its reply lands there. The reference's
+calibration calls are staged the same way, so the two prepare steps do the same work.
 """
 
 from __future__ import annotations
@@ -68,13 +75,15 @@ class TimedSession:
                  exchange: Exchange, post: Callable[["WorkerProcess", dict], None], seed: Callable[[], int],
                  call_timeout_s: float, warm_timeout_s: float, cores: list[int],
                  follows: "TimedSession | None" = None, flusher: "WorkerProcess | None" = None,
-                 cpu_clock: Callable[[], float | None] | None = None):
+                 cpu_clock: Callable[[], float | None] | None = None,
+                 stager: "WorkerProcess | None" = None, arena: dict | None = None):
         self.worker, self.label, self.keep = worker, label, keep
         self.warmup, self.min_calls, self.max_calls = warmup, min_calls, max_calls
         self.precision, self.target_seconds, self.use_window = precision, target_seconds, window
         self._exchange, self._post, self._seed = exchange, post, seed
         self.call_timeout_s, self.warm_timeout_s, self.cores = call_timeout_s, warm_timeout_s, cores
         self.follows, self.flusher, self.cpu_clock = follows, flusher, cpu_clock
+        self.stager, self.arena = stager, arena
         self.linger_s: float | None = None  # None: the worker's own default; set by interleave
         self.session = Session()
         self.seeds: list[int] = []
@@ -88,7 +97,10 @@ class TimedSession:
         self.counter_watching: bool | None = None
 
     def begin(self) -> None:
-        self._post(self.worker, {"cmd": "time", "max_calls": self.max_calls, "cores": self.cores, "keep": self.keep})
+        message = {"cmd": "time", "max_calls": self.max_calls, "cores": self.cores, "keep": self.keep}
+        if self.stager is not None:
+            message["arena"] = self.arena
+        self._post(self.worker, message)
 
     def step(self) -> None:
         """One call: go on the prepared inputs, then prepare the next call at once, so that any
@@ -103,7 +115,12 @@ class TimedSession:
         timed = self._i >= self.warmup
         seed, prepare_ms, cpu_before = self._next
         self._next = None
-        if self.flusher is not None:
+        if self.stager is not None:
+            # This call's inputs, now that the worker has answered its prepare step; the stager
+            # flushes the cache behind them, and sleeps after, like a flusher.
+            self._exchange(self.stager, None, self._limit(timed), {"step": "stage", "seed": seed, "linger_s": 0.0},
+                           expect={"ok": bool})
+        elif self.flusher is not None:
             # It sleeps after the flush, for its own call as for another worker's: each call then
             # starts in a worker woken by its go (see the module's docstring).
             self._exchange(self.flusher, None, self._limit(timed), {"step": "flush", "linger_s": 0.0},
@@ -138,7 +155,8 @@ class TimedSession:
             self.window_ms = window_for(self._warm_calls)
         seed = self._seed()
         t0 = time.perf_counter()
-        fields = {"step": "prepare", "seed": seed, "linger_s": self.linger_s}
+        fields = {"step": "prepare", "linger_s": self.linger_s}
+        fields.update({"staged": True} if self.stager is not None else {"seed": seed})
         if self.flusher is not None:
             fields["flush"] = "private"
         ready = self._exchange(self.worker, None, self._limit(timed), fields, expect={"full": bool})

@@ -364,6 +364,10 @@ class Worker:
         self._cycles_per_ms: float | None = None
         self._last_inputs: list[Any] | None = None
         self.fd_in = self.fd_out = -1
+        self.arena_fd = -1  # the cpu backend's input arena (a memfd from the judge), if given
+        # The input arena (input_arena): its uint8 tensor, the slots of the inputs in it, and
+        # what keeps its memory mapped (reference: staged into; candidate: read by its calls).
+        self._arena: tuple[Any, list[list[Any]], Any] | None = None
 
     # -- helpers --------------------------------------------------------------------------
     def synchronize(self) -> None:
@@ -755,6 +759,53 @@ class Worker:
         return any(compare_outputs(x, output, 0, atol, rtol).passed for x in inputs
                    if isinstance(x, torch.Tensor) and x.shape == output.shape and x.dtype == output.dtype)
 
+    def arena(self, msg: dict) -> dict:
+        """Reference: lay the task's inputs out in an arena the candidate maps too (input_arena),
+        from two seeds' inputs, which must agree in structure; or say why they cannot be."""
+        from . import input_arena
+
+        try:
+            slots, nbytes = input_arena.layout(self.make_inputs(int(msg["seed"])), self.device)
+            if input_arena.layout(self.make_inputs(int(msg["check_seed"])), self.device) != (slots, nbytes):
+                raise input_arena.Unstageable("the task's inputs differ in structure from one call to the next")
+        except input_arena.Unstageable as exc:
+            return {"staged": False, "why": str(exc)}
+        handle = None
+        if self.device == "cuda":
+            from .device_exchange import ExchangeBuffer, ExchangeUnavailable
+
+            try:
+                buffer = ExchangeBuffer(nbytes)
+            except ExchangeUnavailable as exc:
+                return {"staged": False, "why": str(exc)}
+            self._arena, handle = (buffer.tensor, slots, buffer), buffer.handle
+        else:
+            if self.arena_fd < 0:
+                return {"staged": False, "why": "this process was given no arena"}
+            try:
+                os.ftruncate(self.arena_fd, nbytes)
+                tensor, mapping = input_arena.host_arena(self.arena_fd, nbytes)
+            except OSError as exc:  # only the judge and the candidate hold it besides this process
+                return {"staged": False, "tampered": f"the input arena could not be sized and mapped ({exc})"}
+            self._arena = (tensor, slots, mapping)
+        return {"staged": True, "slots": slots, "nbytes": nbytes, "handle": handle}
+
+    def _map_arena(self, arena: dict) -> None:
+        """Candidate: map the reference's arena (once: every session stages into the same one)."""
+        from . import input_arena
+
+        if self._arena is not None:
+            return
+        nbytes = int(arena["nbytes"])
+        if self.device == "cuda":
+            from .device_exchange import MappedBuffer
+
+            mapped = MappedBuffer(arena["handle"])
+            self._arena = (mapped.tensor[:nbytes], arena["slots"], mapped)
+        else:
+            tensor, mapping = input_arena.host_arena(self.arena_fd, nbytes)
+            self._arena = (tensor, arena["slots"], mapping)
+
     def time(self, msg: dict) -> dict:
         """A timing session, driven one step at a time by the judge.
 
@@ -767,10 +818,14 @@ class Worker:
         wait (see ``timing``). The judge times both kinds of step on its own clock, so time spent
         outside the measured call shows up there; and it sends each seed only when that call is
         due, so nothing can be computed ahead.
+
+        With an input arena (``arena``, the candidate) a ``prepare`` step carries no seed: the
+        call's inputs are views of the arena, which the reference fills in its ``stage`` step
+        (seed) after this prepare step and before the go, flushing the cache behind it.
         """
         import torch
 
-        from . import protocol, recording
+        from . import input_arena, protocol, recording
 
         cuda = self.device == "cuda"
         counter = self.counter
@@ -778,6 +833,8 @@ class Worker:
                               else (None, None, None))
         budget = int(torch.cuda.mem_get_info()[0] * KEEP_DEVICE_FRACTION) if cuda else KEEP_HOST_BYTES
         kept = KeptOutputs(self.device, budget, int(msg.get("max_calls", 100)))
+        if msg.get("arena"):
+            self._map_arena(msg["arena"])
         keeping = bool(msg.get("keep", True))  # baselines keep nothing
         self.kept = kept.items
         inputs = None
@@ -799,11 +856,23 @@ class Worker:
                     spin = SPIN_S if linger is None else float(linger)
                     kind = step.get("step")
                     if kind == "prepare":
-                        inputs = self.make_inputs(step["seed"])
+                        if step.get("staged"):
+                            arena, slots, _ = self._arena
+                            inputs = input_arena.views(arena, slots)
+                        else:
+                            inputs = self.make_inputs(step["seed"])
                         self.flush_cache(private_only=step.get("flush") == "private")
                         self.synchronize()
                         # Whether this call's output could still be kept: if not, the judge stops.
                         protocol.send(self.fd_out, {"ok": True, "full": kept.full})
+                    elif kind == "stage":
+                        # The next call of the candidate's: its inputs into the arena, the cache
+                        # flushed behind them, for the call the candidate makes next.
+                        arena, slots, _ = self._arena
+                        input_arena.stage(self.make_inputs(step["seed"]), arena, slots)
+                        self.flush_cache()
+                        self.synchronize()
+                        protocol.send(self.fd_out, {"ok": True})
                     elif kind == "flush":
                         # The shared cache, flushed here for whichever process is timed next.
                         self.flush_cache()
@@ -947,17 +1016,17 @@ def _classify(exc: BaseException) -> str:
     return ERROR_RUNTIME
 
 
-def serve(fd_in: int, fd_out: int) -> None:
+def serve(fd_in: int, fd_out: int, arena_fd: int = -1) -> None:
     from . import protocol
 
     worker = Worker()
-    worker.fd_in, worker.fd_out = fd_in, fd_out
+    worker.fd_in, worker.fd_out, worker.arena_fd = fd_in, fd_out, arena_fd
     handlers: dict[str, Callable[[dict], dict]] = {
         "setup": worker.setup, "init_model": worker.init_model, "load_weights": worker.load_weights,
         "run": worker.run, "time": worker.time, "outputs": worker.outputs, "inputs": worker.inputs,
         "workload": worker.workload, "peaks": worker.peaks,
         "compare_held": worker.compare_held, "compare_exchanged": worker.compare_exchanged,
-        "held_output": worker.held_output,
+        "held_output": worker.held_output, "arena": worker.arena,
     }
     while True:
         try:
@@ -983,8 +1052,9 @@ def serve(fd_in: int, fd_out: int) -> None:
 
 def main() -> None:
     fd_in, fd_out = int(sys.argv[1]), int(sys.argv[2])
+    arena_fd = int(sys.argv[4]) if len(sys.argv) > 4 else -1
     # Candidate prints go to the log the judge captured as stdout/stderr, never to the channel.
-    serve(fd_in, fd_out)
+    serve(fd_in, fd_out, arena_fd)
 
 
 if __name__ == "__main__":

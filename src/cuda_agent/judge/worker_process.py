@@ -50,6 +50,7 @@ class WorkerSpec:
     memory_limit_bytes: int | None = None
     python: str = sys.executable  # the interpreter the worker runs
     fork: bool = True             # forked by the fork server (fork_server), else exec'd afresh
+    arena_fd: int = -1            # the run's input arena (input_arena), shared with the worker
 
 
 def _signal_name(returncode: int) -> str:
@@ -101,6 +102,10 @@ class WorkerProcess:
         self.token = new_token()
         env = worker_environment(self.home, {**self.spec.env, TOKEN_VARIABLE: self.token})
         argv = [self.spec.python, "-I", "-c", bootstrap, str(to_child_r), str(from_child_w), PACKAGE_PARENT]
+        inherited = (to_child_r, from_child_w)
+        if self.spec.arena_fd >= 0:
+            argv.append(str(self.spec.arena_fd))
+            inherited += (self.spec.arena_fd,)
         launcher = self.spec.policy.new_pid_namespace or self.spec.policy.subreaper == "launcher"
         if launcher:
             argv = launched(argv, self.spec.python)  # the worker becomes the namespace's init
@@ -113,7 +118,7 @@ class WorkerProcess:
                 self.proc = subprocess.Popen(
                     argv,
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                    cwd=self.home, pass_fds=(to_child_r, from_child_w), start_new_session=True,
+                    cwd=self.home, pass_fds=inherited, start_new_session=True,
                     preexec_fn=make_preexec(self.spec.policy),
                 )
         except (OSError, ForkServerError) as exc:  # the interpreter or a sandbox step refused
@@ -143,9 +148,12 @@ class WorkerProcess:
         """Start the worker from the fork server's image (see ``fork_server``): the same sandbox,
         applied after the fork instead of before an exec."""
         request = ForkRequest(env=env, cwd=str(self.home), policy=self.spec.policy, launcher=launcher,
-                              affinity=frozenset(os.sched_getaffinity(0)), package_parent=PACKAGE_PARENT)
+                              affinity=frozenset(os.sched_getaffinity(0)), package_parent=PACKAGE_PARENT,
+                              arena=self.spec.arena_fd >= 0)
         if self.spec.policy.landlock_fd >= 0:
             fds = [*fds, self.spec.policy.landlock_fd]
+        if self.spec.arena_fd >= 0:
+            fds = [*fds, self.spec.arena_fd]
         return server.spawn(request, fds)
 
     # -- supervision ------------------------------------------------------------------------
