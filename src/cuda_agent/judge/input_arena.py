@@ -1,18 +1,19 @@
-"""Each timed call's inputs, made by the trusted reference and handed to the candidate.
+"""Each timed call's inputs, made by a trusted process and handed to the worker that is timed.
 
 Everything in the candidate's interpreter is the attacker's, the task module loaded there
 included: inputs it builds itself (``get_inputs`` running there) let it do the call's work while
 "preparing" them, outside the timed call. So the candidate builds none of its timed calls'
-inputs. The trusted reference process lays the task's inputs out once in an arena, a buffer the
-candidate maps too (on the cpu backend a memfd the judge creates and hands to both processes; on
-cuda a device allocation of the reference's, exported with CUDA IPC). Before each of the
-candidate's calls, and only after the candidate has answered its prepare step, the reference
-writes that call's inputs there (``stage``) and flushes the cache; the candidate's call then reads
-them through views of the arena. Between its prepare step and its call the candidate has nothing
-to do, and the judge holds its process's CPU clock to that (``timing.integrity_problem``); in its
-prepare step it does not know the next inputs yet, so nothing done there can be the call's work
-(the step is still timed and held to the reference's, which builds inputs in its own: work a call
-leaves running after its reply would land there).
+inputs. A trusted process of its own, the stager, lays the task's inputs out once in an arena
+that the timed workers map too (on the cpu backend a memfd the judge creates and hands to each of
+them; on cuda a device allocation of the stager's, exported with CUDA IPC). Before each timed
+call, and only after the worker has answered its prepare step, the stager writes that call's
+inputs there (``stage``) and flushes the cache; the call then reads them through views of the
+arena. The reference's calibration calls, timed beside the candidate's, are staged the same way,
+so both sides' steps do the same work and both follow another process's use of the device.
+Between its prepare step and its call the candidate has nothing to do, and the judge holds its
+process's CPU clock to that (``timing.integrity_problem``); in its prepare step it does not know
+the next inputs yet, so nothing done there can be the call's work (the step is still timed and
+held to the reference's: work a call leaves running after its reply would land there).
 
 Each tensor keeps its dtype, shape and strides (a transposed input stays transposed), unless its
 strides overlap (an expanded tensor), which is laid out contiguous. Values that are not tensors

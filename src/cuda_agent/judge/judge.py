@@ -386,6 +386,7 @@ class _Run(RunWorkers, RunVerification, RunTiming):
         self.workers: list[WorkerProcess] = []  # every worker started, for their peak memory
         self.arena_fd = -1  # the input arena's memfd, once made (cpu backend)
         self.arena: dict[str, Any] | None = None  # how the candidate's timed inputs are staged, once asked
+        self.stager: WorkerProcess | None = None  # the trusted process that stages them
         self.weight_seed: int | None = None
         self.precision_errors: list[tuple[float, float]] = []  # (candidate's, reference's), per call checked
         self.precision_unmeasured: str | None = None  # why a call's precision could not be measured

@@ -45,13 +45,16 @@ class RunTiming:
                             stager=stager, arena=self.arena if stager is not None else None)
 
     def _stage_inputs(self) -> WorkerProcess | None:
-        """The worker that stages the candidate's timed inputs (the reference, input_arena), once
-        the arena is laid out and sized; None where they cannot be staged (the verdict says why)."""
+        """The trusted process that stages every timed call's inputs (input_arena), the
+        candidate's and the reference's beside it, started once the arena is laid out and sized;
+        None where they cannot be staged (the verdict says why). A process of its own, so that
+        both sides' calls follow another process's work alike."""
         if self.arena is None:
             if not self.cfg.stage_inputs:
                 self.arena = {"staged": False, "why": "switched off (JudgeConfig.stage_inputs)"}
             else:
-                self.arena = self._call(self.ref, "arena", self.cfg.call_timeout_s,
+                (self.stager,) = self.start_workers(("reference", "stager"))
+                self.arena = self._call(self.stager, "arena", self.cfg.call_timeout_s,
                                         {"seed": self._seed(), "check_seed": self._seed()}, expect={"staged": bool})
                 problem = self.arena.get("tampered")
                 if problem:  # the memfd the candidate holds too was sealed or resized under the reference
@@ -60,7 +63,7 @@ class RunTiming:
                     problem = _seal_arena(self.arena_fd, int(self.arena["nbytes"]))
                 if problem:
                     self._worker_failed("candidate", WorkerError("runtime_error", problem))
-        return self.ref if self.arena["staged"] else None
+        return self.stager if self.arena["staged"] else None
 
     def _time_sessions(self, sessions: list[TimedSession]) -> None:
         """Run sessions interleaved call by call, with the device to themselves; fail the run if

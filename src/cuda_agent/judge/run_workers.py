@@ -129,7 +129,7 @@ class RunWorkers:
                             landlock_fd=fd, seccomp_program=program, run_as=self.run_as,
                             drop_privileges=self.cfg.drop_privileges)
         name = f"{role}-{mode}" if role == "reference" else role
-        staged = self.judge.backend == "cpu" and mode == "eager"  # the candidate and its reference
+        staged = self.judge.backend == "cpu" and mode in ("eager", "stager")  # who maps the input arena
         spec = WorkerSpec(role=name, run_dir=self.dir, policy=policy, env=self._env(role),
                           memory_limit_bytes=self.cfg.memory_limit_bytes, python=self.judge.python,
                           fork=self.cfg.fork_workers, arena_fd=self._arena_fd() if staged else -1)

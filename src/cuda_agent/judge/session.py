@@ -33,12 +33,13 @@ each timed call, the CPU time the worker used between the end of its prepare ste
 while its timing thread waits: work other threads did while it was not being timed
 (``timing.integrity_problem``).
 
-A session with a ``stager`` (the candidate's) builds none of its inputs: its worker's prepare
-step gets no seed and only flushes; then the stager, the trusted reference, writes that call's
-inputs into the input arena both map and flushes the cache (``stage``), and the go follows
+A session with a ``stager`` builds none of its inputs: its worker's prepare step gets no seed
+and only flushes; then the stager, a trusted process of its own, writes that call's inputs into
+the input arena they all map and flushes the cache (``stage``), and the go follows
 (``input_arena``). Its prepare step then knows nothing of the call's inputs; it is still held to
 the reference's, since work a call leaves running past its reply lands there. The reference's
-calibration calls are staged the same way, so the two prepare steps do the same work.
+calibration calls are staged the same way by the same stager, so both sides' steps do the same
+work and both follow another process's use of the device (on a GPU, a context switch).
 """
 
 from __future__ import annotations
@@ -117,9 +118,8 @@ class TimedSession:
         self._next = None
         if self.stager is not None:
             # This call's inputs, now that the worker has answered its prepare step; the stager
-            # flushes the cache behind them, and sleeps after, like a flusher.
-            self._exchange(self.stager, None, self._limit(timed), {"step": "stage", "seed": seed, "linger_s": 0.0},
-                           expect={"ok": bool})
+            # flushes the cache behind them.
+            self._exchange(self.stager, "stage", self._limit(timed), {"seed": seed}, expect={"ok": bool})
         elif self.flusher is not None:
             # It sleeps after the flush, for its own call as for another worker's: each call then
             # starts in a worker woken by its go (see the module's docstring).

@@ -760,7 +760,7 @@ class Worker:
                    if isinstance(x, torch.Tensor) and x.shape == output.shape and x.dtype == output.dtype)
 
     def arena(self, msg: dict) -> dict:
-        """Reference: lay the task's inputs out in an arena the candidate maps too (input_arena),
+        """Stager: lay the task's inputs out in an arena the timed workers map (input_arena),
         from two seeds' inputs, which must agree in structure; or say why they cannot be."""
         from . import input_arena
 
@@ -790,8 +790,19 @@ class Worker:
             self._arena = (tensor, slots, mapping)
         return {"staged": True, "slots": slots, "nbytes": nbytes, "handle": handle}
 
+    def stage(self, msg: dict) -> dict:
+        """Stager: the next timed call's inputs into the arena, and the cache flushed behind
+        them, for the call another process makes next."""
+        from . import input_arena
+
+        arena, slots, _ = self._arena
+        input_arena.stage(self.make_inputs(int(msg["seed"])), arena, slots)
+        self.flush_cache()
+        self.synchronize()
+        return {}
+
     def _map_arena(self, arena: dict) -> None:
-        """Candidate: map the reference's arena (once: every session stages into the same one)."""
+        """A timed worker: map the stager's arena (once: every session stages into the same one)."""
         from . import input_arena
 
         if self._arena is not None:
@@ -819,9 +830,9 @@ class Worker:
         outside the measured call shows up there; and it sends each seed only when that call is
         due, so nothing can be computed ahead.
 
-        With an input arena (``arena``, the candidate) a ``prepare`` step carries no seed: the
-        call's inputs are views of the arena, which the reference fills in its ``stage`` step
-        (seed) after this prepare step and before the go, flushing the cache behind it.
+        With an input arena (``arena``) a ``prepare`` step carries no seed: the call's inputs are
+        views of the arena, which the stager, a trusted process of its own, fills (its ``stage``
+        command) after this prepare step and before the go, flushing the cache behind them.
         """
         import torch
 
@@ -865,14 +876,6 @@ class Worker:
                         self.synchronize()
                         # Whether this call's output could still be kept: if not, the judge stops.
                         protocol.send(self.fd_out, {"ok": True, "full": kept.full})
-                    elif kind == "stage":
-                        # The next call of the candidate's: its inputs into the arena, the cache
-                        # flushed behind them, for the call the candidate makes next.
-                        arena, slots, _ = self._arena
-                        input_arena.stage(self.make_inputs(step["seed"]), arena, slots)
-                        self.flush_cache()
-                        self.synchronize()
-                        protocol.send(self.fd_out, {"ok": True})
                     elif kind == "flush":
                         # The shared cache, flushed here for whichever process is timed next.
                         self.flush_cache()
@@ -1026,7 +1029,7 @@ def serve(fd_in: int, fd_out: int, arena_fd: int = -1) -> None:
         "run": worker.run, "time": worker.time, "outputs": worker.outputs, "inputs": worker.inputs,
         "workload": worker.workload, "peaks": worker.peaks,
         "compare_held": worker.compare_held, "compare_exchanged": worker.compare_exchanged,
-        "held_output": worker.held_output, "arena": worker.arena,
+        "held_output": worker.held_output, "arena": worker.arena, "stage": worker.stage,
     }
     while True:
         try:
