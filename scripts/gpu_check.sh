@@ -27,7 +27,7 @@ if [ -n "$wheels" ]; then
   python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site $wheels 2>"$OUT/pip.log" \
     && export PYTHONPATH="/tmp/site:$PYTHONPATH"
 fi
-parts=${*:-tests examples demo repeatability methods bench guards agent kernelbench throughput refusals synth}
+parts=${*:-tests examples demo repeatability methods bench staged guards agent kernelbench throughput refusals synth}
 status=0
 
 {
@@ -86,6 +86,11 @@ PY
       python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" tests/agent 2>&1 | tee "$OUT/agent-tests.log" || status=1
       python3 benchmarks/agent_overhead.py --device cuda --out "$OUT/agent_overhead.json" 2>&1 \
         | tee "$OUT/agent_overhead.txt" || status=1 ;;
+    staged)
+      # The attack that computes while its inputs are made, and an honest solution, with the
+      # timed calls' inputs staged by the judge and made by the candidate.
+      python3 benchmarks/staged_inputs.py --device cuda --out "$OUT/staged_inputs.json" 2>&1 \
+        | tee "$OUT/staged_inputs.txt" || status=1 ;;
     guards)
       # GUARD_FLAGS=--each also judges with each guard group off alone.
       python3 benchmarks/guard_overhead.py --device cuda --examples "${GUARD_EXAMPLES:-fused_elementwise,rmsnorm,gemm_epilogue}" \
