@@ -2,7 +2,8 @@
 
 Judges the attacks that do a call's work while its inputs are made in the candidate's own
 process, and an honest solution, with the inputs staged by the trusted stager (the default) and
-with the candidate making its own (``JudgeConfig(stage_inputs=False)``, the old path). For each
+with the candidate making its own (``JudgeConfig(stage_inputs=False)``, the old path), with the
+static scan and the records in the candidate's process off (they catch the attack on their own). For each
 it prints the verdict, the reward and the speedup either way, and the honest solution's timed
 median both ways (staging must not move the figure the reward is paid on) and whole-judge time.
 
@@ -34,7 +35,7 @@ TASK = ROOT / "tests" / "adversarial" / "tasks" / "scale_bias_relu.py"
 SOLUTIONS = {
     "cpu": {"attack": CASES / "b13_precompute_while_inputs_are_made" / "solution",
             "honest": ROOT / "tests" / "fixtures" / "solutions" / "cpu" / "correct"},
-    "cuda": {"attack": CASES / "b13_precompute_while_inputs_are_made_cuda" / "solution",
+    "cuda": {"attack": CASES / "b13_precompute_while_inputs_are_made_unchecked" / "solution",
              "honest": ROOT / "tests" / "fixtures" / "solutions" / "cuda" / "correct"},
 }
 
@@ -49,9 +50,11 @@ def main() -> None:
     rows = []
     for name, path in SOLUTIONS[backend].items():
         for staged in (True, False):
-            # The scan off: it refuses the attack before it runs, and this measures the runtime design.
-            judge = Judge(JudgeConfig(backend=backend, static_checks=False, stage_inputs=staged,
-                                      timing=TimingConfig(max_calls=50, target_seconds=0.5)))
+            # The scan and the records in the candidate's process off: they refuse the attack
+            # before it is timed (on a GPU the records see its kernel launched outside forward),
+            # and this measures what the inputs' origin alone does.
+            judge = Judge(JudgeConfig(backend=backend, static_checks=False, runtime_checks=False,
+                                      stage_inputs=staged, timing=TimingConfig(max_calls=50, target_seconds=0.5)))
             started = time.perf_counter()
             v = judge.judge(task, load_solution(path))
             candidate = v.timings.get("candidate")
