@@ -57,7 +57,7 @@ class RunTiming:
                 self.arena = self._call(self.stager, "arena", self.cfg.call_timeout_s,
                                         {"seed": self._seed(), "check_seed": self._seed()}, expect={"staged": bool})
                 problem = self.arena.get("tampered")
-                if problem:  # the memfd the candidate holds too was sealed or resized under the reference
+                if problem:  # the memfd the candidate holds too was sealed or resized under the stager
                     problem += ": the candidate's process changed the buffer its inputs are staged in"
                 elif self.arena["staged"] and self.arena_fd >= 0:
                     problem = _seal_arena(self.arena_fd, int(self.arena["nbytes"]))
@@ -350,8 +350,8 @@ class RunTiming:
 
 
 def _seal_arena(fd: int, nbytes: int) -> str | None:
-    """Fix the arena's size now that the reference has set it: the candidate holds the memfd
-    too, and a file shrunk under the reference's mapping would kill the reference mid-write.
+    """Fix the arena's size now that the stager has set it: the candidate holds the memfd too,
+    and a file shrunk under the stager's mapping would kill the stager mid-write.
     A candidate that sealed or resized it first has tampered with its own inputs: why, or None."""
     import fcntl
 
