@@ -91,3 +91,19 @@ def test_the_tokenizer_corpus_does_not_depend_on_measured_times():
     second = corpus(rows, [conversation("126.47 ms  eager 3.5 ms (0.03x)")], "cpu")
     assert first == second and "candidate 0 ms  eager 0 ms (0x)" in first
     assert corpus(rows, [conversation("fast")], "cpu") != first  # the words still count
+
+
+def test_the_judges_numbers_are_masked_in_what_the_model_is_fine_tuned_on():
+    # Two runs' feedback differs only in measured times: what RFT trains on must not.
+    from cuda_agent.train.demo.run import judge_numbers_masked
+
+    def row(candidate_ms: str) -> dict:
+        return {"task_id": "t", "messages": [
+            {"role": "user", "content": "rows = 128"},
+            {"role": "assistant", "content": "x = 2", "tool_calls": None},
+            {"role": "tool", "content": f"candidate {candidate_ms} ms  eager 3.864 ms (0.03x)"}]}
+
+    first, second = judge_numbers_masked([row("112.4")]), judge_numbers_masked([row("75.33")])
+    assert first == second
+    assert first[0]["messages"][2]["content"] == "candidate 0 ms  eager 0 ms (0x)"
+    assert first[0]["messages"][:2] == row("1")["messages"][:2]  # the prompt and the reply as they were

@@ -91,6 +91,21 @@ def corpus(rows: list[dict], rft: list[dict], backend: str) -> list[str]:
     return texts + replies * 50  # the replies are what the model writes: weigh them, so they tokenize short
 
 
+def judge_numbers_masked(rft: list[dict]) -> list[dict]:
+    """The RFT rows with every number in the tools' outputs masked, as in the tokenizer's corpus.
+
+    Those outputs carry the judge's measured times, which differ from run to run, and more on a
+    loaded machine; the tiny model's fine-tuning followed them: the same expert episodes with
+    other times gave 13 correct replies of 48 in one run and 48 in another."""
+    masked = []
+    for row in rft:
+        messages = [{**m, "content": _MEASURED.sub("0", m["content"])}
+                    if m.get("role") == "tool" and isinstance(m.get("content"), str) else m
+                    for m in row["messages"]]
+        masked.append({**row, "messages": messages})
+    return masked
+
+
 class DemoRun:
     """The demo's stages over one output folder; each returns what it made, making it only once."""
 
@@ -128,7 +143,7 @@ class DemoRun:
     def rft_model(self) -> Path:
         s = self.settings
         self.say("rejection fine-tuning (TRL SFTTrainer, assistant tokens only) ...")
-        return run_sft(str(self.base_model()), self.rft_rows(), self.out / "models" / "rft",
+        return run_sft(str(self.base_model()), judge_numbers_masked(self.rft_rows()), self.out / "models" / "rft",
                        SFTSettings(epochs=s.sft_epochs, learning_rate=s.sft_lr, max_length=None,
                                    batch_size=s.sft_batch, save_steps=20, seed=s.seed), device=s.device)
 
