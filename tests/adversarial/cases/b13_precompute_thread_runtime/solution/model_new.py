@@ -1,5 +1,4 @@
 import ctypes
-import sys
 import threading
 import time
 
