@@ -386,7 +386,7 @@ def test_candidate_that_replaces_the_workers_clock_is_caught_by_the_judges_clock
 def test_work_moved_into_preparing_inputs_lands_in_the_timed_call(unscanned_judge, task, fixture_solution):
     # The attack does its slow part where the candidate's own process builds a call's inputs and
     # hands back the ready result in the call. The candidate builds no inputs for its timed calls
-    # (the reference stages them, judge/input_arena.py), so the slow part runs inside the call.
+    # (a trusted stager process stages them, judge/input_arena.py), so the slow part runs inside the call.
     v = unscanned_judge.judge(task, fixture_solution("cpu/attacks/work_in_prepare"))
     assert v.timing_integrity["inputs_staged"] is True
     assert v.status != "ok" or (v.timings["candidate"].median_ms >= 20.0 and v.reward <= 1), v.feedback

@@ -366,7 +366,7 @@ class Worker:
         self.fd_in = self.fd_out = -1
         self.arena_fd = -1  # the cpu backend's input arena (a memfd from the judge), if given
         # The input arena (input_arena): its uint8 tensor, the slots of the inputs in it, and
-        # what keeps its memory mapped (reference: staged into; candidate: read by its calls).
+        # what keeps its memory mapped (the stager writes into it; the timed workers' calls read it).
         self._arena: tuple[Any, list[list[Any]], Any] | None = None
 
     # -- helpers --------------------------------------------------------------------------
