@@ -20,6 +20,8 @@ from cuda_agent.judge.verdict import Verdict
 from cuda_agent.solution import load_solution
 from cuda_agent.task import load_task
 
+SOLUTIONS = Path(__file__).parent / "fixtures" / "solutions"
+
 pytestmark = pytest.mark.slow
 
 
@@ -280,6 +282,29 @@ def test_single_file_load_inline_solution_is_correct(cpu_judge, task, fixture_so
     assert v.correct is True and v.reward in (1, 2, 3)
     assert v.timings["candidate"] is not None and v.speedup_vs_eager is not None
     assert v.settings["layout"] == "single_file"
+
+
+def test_a_single_file_solution_is_built_by_the_judge_once_and_reused(cpu_judge, task, fixture_solution, tmp_path):
+    # The same load_inline sources in another file (a comment added): the judge's object cache
+    # serves them, and the candidate's process, which may not run programs, compiles nothing.
+    path = tmp_path / "model_new.py"
+    path.write_text("# judged again\n" + (SOLUTIONS / "single_file" / "load_inline_correct.py").read_text())
+    first = cpu_judge.verify(task, fixture_solution("single_file/load_inline_correct.py"))
+    again = cpu_judge.verify(task, load_solution(path))
+    assert first.status == again.status == "ok", again.feedback
+    (built,) = again.build["load_inline"]
+    assert again.build["built"] is True and built["name"] == "scale_bias_relu_inline"
+    assert built["cache_hit"] is True and built["objects_compiled"] == 0
+    assert again.isolation["compile"] == {"note": "nothing compiled: the module was cached"}
+
+
+def test_a_load_inline_flag_that_reaches_outside_the_sources_is_a_compile_error(cpu_judge, task, tmp_path):
+    source = (SOLUTIONS / "single_file" / "load_inline_correct.py").read_text()
+    path = tmp_path / "model_new.py"
+    path.write_text(source.replace('extra_cflags=["-O3"]', 'extra_cflags=["-O3", "-include/etc/hostname"]'))
+    v = cpu_judge.verify(task, load_solution(path))
+    assert v.status == "compile_error" and "-include/etc/hostname" in v.error, v.error
+    _assert_not_correct(v)
 
 
 def test_compile_stage_of_a_single_file_solution_says_it_built_nothing(cpu_judge, task, fixture_solution):

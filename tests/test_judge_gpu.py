@@ -54,6 +54,23 @@ def test_correct_cuda_solution(gpu_judge, task, fixture_solution):
     assert any(c.phase == "timing" for c in v.checks)
 
 
+def test_a_single_file_cuda_solution_is_built_by_the_judge_once_and_reused(gpu_judge, task, fixture_solution, tmp_path):
+    # KernelBench's format: load_inline with cuda_sources, built by the judge (its nvcc, its
+    # sandbox, its cache), not in the candidate's process, which may not run programs.
+    first = gpu_judge.judge(task, fixture_solution("single_file/load_inline_cuda.py"))
+    assert first.status == "ok", first.feedback
+    assert first.correct is True and first.reward in (1, 2, 3)
+    (built,) = first.build["load_inline"]
+    assert built["name"] == "scale_bias_relu_cuda_inline" and built["objects_total"] == 2
+    path = tmp_path / "model_new.py"
+    path.write_text("# judged again\n" + fixture_solution("single_file/load_inline_cuda.py").files["model_new.py"])
+    from cuda_agent.solution import load_solution
+
+    again = gpu_judge.verify(task, load_solution(path))
+    assert again.status == "ok", again.feedback
+    assert again.build["load_inline"][0]["cache_hit"] is True and again.build["load_inline"][0]["objects_compiled"] == 0
+
+
 def test_wrong_cuda_values_are_incorrect(gpu_judge, task, fixture_solution):
     v = gpu_judge.verify(task, fixture_solution("cuda/wrong_values"))
     assert v.status == "incorrect", v.feedback

@@ -101,31 +101,37 @@ def test_the_filter_names_what_it_refuses():
 
 
 LATE_RULE = r"""
-import errno, json, socket, sys, threading
+import errno, json, socket, subprocess, sys, threading
 sys.path[:0] = sys.argv[1:]
-from cuda_agent.judge.seccomp import refuse_unix_sockets
+from cuda_agent.judge.seccomp import refuse_late
 def unix_socket():
     try:
         socket.socket(socket.AF_UNIX).close()
         return 0
     except OSError as exc:
         return exc.errno
-result = {"before": unix_socket()}
+def run_program():
+    try:
+        return subprocess.run(["true"]).returncode
+    except OSError as exc:
+        return exc.errno
+result = {"before": unix_socket(), "program_before": run_program()}
 go, seen = threading.Event(), {}
 def thread():  # started before the rule, as the CUDA driver's threads are
     go.wait()
     seen["thread"] = unix_socket()
 t = threading.Thread(target=thread); t.start()
-refuse_unix_sockets()
+refuse_late()
 go.set(); t.join()
 result.update(after=unix_socket(), thread=seen["thread"], socketpair=len(socket.socketpair()) == 2,
+              program_after=run_program(),
               filters=int(open("/proc/self/status").read().split("Seccomp_filters:")[1].split()[0]))
 print(json.dumps(result))
 """
 
 
 @needs_filter
-def test_a_worker_adds_the_unix_socket_rule_to_every_thread_once_started():
+def test_a_worker_adds_the_unix_socket_and_program_rules_to_every_thread_once_started():
     import errno
 
     import cuda_agent
@@ -140,6 +146,7 @@ def test_a_worker_adds_the_unix_socket_rule_to_every_thread_once_started():
     assert result["before"] == 0  # what the CUDA driver needs while it starts
     assert result["after"] == errno.EACCES and result["thread"] == errno.EACCES
     assert result["socketpair"] is True and result["filters"] == 2
+    assert result["program_before"] == 0 and result["program_after"] == errno.EACCES  # no compiler, no linker
 
 
 @pytest.fixture(scope="module")
@@ -154,6 +161,7 @@ def test_an_honest_candidate_runs_under_the_filter(cpu_judge, task, fixtures_dir
     assert verdict.status == "ok", verdict.error
     assert verdict.isolation["candidate"]["syscalls"].startswith("seccomp:")
     assert "could not be added" not in verdict.isolation["candidate"]["syscalls"]
+    assert "no program may run" in verdict.isolation["candidate"]["syscalls"]
 
 
 @pytest.mark.slow

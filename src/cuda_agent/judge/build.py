@@ -30,6 +30,7 @@ from filelock import FileLock
 from ..solution import (BINDING_SUFFIX, CUDA_SOURCE_SUFFIXES, CXX_SOURCE_SUFFIXES,
                         HEADER_SUFFIXES, Solution)
 from . import diagnostics
+from .inline_extension import InlineCall
 from .sandbox import CompileSandbox
 from .toolchain import EXTENSION_NAME, Toolchain
 
@@ -37,6 +38,10 @@ INFRA_DIR = Path(__file__).resolve().parent.parent / "workspace" / "files"
 INFRA_BINDING = "binding.cpp"
 INFRA_REGISTRY = "binding_registry.h"
 INFRA_PCH = "binding_pch.h"
+INFRA_INLINE_PCH = "inline_pch.h"   # torch/extension.h, which every load_inline main.cpp includes
+# torch/extension.h precompiled takes about as long as two compiles of a main.cpp and saves about a
+# third of each later one (and 0.75 GB of disk per set of flags): made once a second build asks.
+INLINE_PCH_AFTER = 2
 MODULE_FILE = f"{EXTENSION_NAME}.so"
 LOG_LIMIT = 20_000
 
@@ -58,8 +63,9 @@ class BuildResult:
 @dataclass(frozen=True)
 class _Unit:
     rel: str        # path relative to the staged tree
-    rule: str       # binding | cxx | nvcc
+    rule: str       # binding | cxx | nvcc | inline_cxx | inline_nvcc
     key: str        # content hash: names the object in the cache
+    flags: tuple[str, ...] = ()  # the whole command's flags, for the inline rules
 
 
 def _sha(*parts: str | bytes) -> str:
@@ -113,13 +119,18 @@ class ExtensionBuilder:
         return path if path.exists() else None
 
     # -- precompiled header -----------------------------------------------------------------
-    def _pch_header(self) -> tuple[Path | None, str]:
-        """The force-included header, precompiled once per toolchain; None if PCH is off."""
+    def _pch_header(self, name: str = INFRA_PCH, flags: tuple[str, ...] | None = None,
+                    after: int = 1) -> tuple[Path | None, str]:
+        """The force-included header ``name``, precompiled once per toolchain and flags (the
+        bindings' unless given: a header precompiled with other flags would be ignored), from
+        the ``after``-th build that asks for it on (a header that costs more to precompile than
+        one compile saves pays off only over several); None if PCH is off or not yet made."""
         if not self.use_pch:
             return None, ""
-        pch_dir = self.root / "pch" / self.toolchain.identity
-        header = pch_dir / INFRA_PCH
-        gch = pch_dir / (INFRA_PCH + ".gch")
+        flags = self.toolchain.binding_flags if flags is None else flags
+        pch_dir = self.root / "pch" / (self.toolchain.identity if name == INFRA_PCH else _sha(name, *flags))
+        header = pch_dir / name
+        gch = pch_dir / (name + ".gch")
         failed = pch_dir / "FAILED"
         with FileLock(str(pch_dir) + ".lock"):
             if gch.exists():
@@ -127,10 +138,15 @@ class ExtensionBuilder:
             if failed.exists():
                 return header, failed.read_text()
             pch_dir.mkdir(parents=True, exist_ok=True)
-            for name in (INFRA_PCH, INFRA_REGISTRY):
-                shutil.copyfile(INFRA_DIR / name, pch_dir / name)
-            tmp = pch_dir / (INFRA_PCH + ".gch.tmp")
-            cmd = [self.toolchain.cxx, *self.toolchain.binding_flags, "-x", "c++-header", str(header), "-o", str(tmp)]
+            asked = pch_dir / "ASKED"
+            count = len(asked.read_text()) + 1 if asked.exists() else 1
+            if count < after:
+                asked.write_text("x" * count)
+                return None, ""
+            for infra in (name, INFRA_REGISTRY):
+                shutil.copyfile(INFRA_DIR / infra, pch_dir / infra)
+            tmp = pch_dir / (name + ".gch.tmp")
+            cmd = [self.toolchain.cxx, *flags, "-x", "c++-header", str(header), "-o", str(tmp)]
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s * 2)
             except subprocess.TimeoutExpired:
@@ -145,21 +161,52 @@ class ExtensionBuilder:
 
     # -- building -----------------------------------------------------------------------------
     def build(self, solution: Solution) -> BuildResult:
+        """The workspace's ``cuda_extension`` module."""
+        def stage(workdir: Path) -> None:
+            solution.write_to(workdir)
+            for name in (INFRA_BINDING, INFRA_REGISTRY):  # the judge's copies, never the workspace's
+                shutil.copyfile(INFRA_DIR / name, workdir / name)
+
+        return self._build(self._units(solution), self.module_key(solution), stage, self._pch_header, ())
+
+    def build_inline(self, call: InlineCall) -> BuildResult:
+        """The module a single-file solution's ``load_inline`` call asks for (inline_extension),
+        built as load_inline would build it, with the judge's compilers, sandbox and caches."""
+        tc, files = self.toolchain, call.files()
+        if "cuda.cu" in files and not tc.nvcc:
+            return BuildResult(False, None, "load_inline was given cuda_sources, but this judge's backend is "
+                               f"{tc.backend}: judge CUDA solutions with --device cuda", "", 0.0, False, 0, 0)
+        cxx_flags = (*_inline_cxx_flags(tc), *call.extra_cflags)
+        name_flag = f"-DTORCH_EXTENSION_NAME={call.name}"
+        cxx_unit = (name_flag, *cxx_flags)
+        units = [_Unit("main.cpp", "inline_cxx", _sha(tc.identity, "inline_cxx", *cxx_unit, files["main.cpp"]), cxx_unit)]
+        if "cuda.cu" in files:
+            flags = (*_inline_nvcc_flags(tc, call.extra_cuda_cflags), name_flag, *call.extra_cuda_cflags)
+            key = _sha(tc.identity, "inline_nvcc", *flags, files["cuda.cu"])
+            units.append(_Unit("cuda.cu", "inline_nvcc", key, flags))
+        key = _sha(tc.identity, "inline", *call.extra_ldflags, *sorted(u.key for u in units))
+
+        def stage(workdir: Path) -> None:
+            for rel, text in files.items():
+                (workdir / rel).write_text(text)
+
+        return self._build(units, key, stage,
+                           lambda: self._pch_header(INFRA_INLINE_PCH, cxx_flags, after=INLINE_PCH_AFTER),
+                           call.extra_ldflags)
+
+    def _build(self, units: list[_Unit], key: str, stage, pch, extra_ldflags: tuple[str, ...]) -> BuildResult:
         start = time.perf_counter()
-        units = self._units(solution)
-        module_dir = self.root / "modules" / self.module_key(solution)
+        module_dir = self.root / "modules" / key
         module = module_dir / MODULE_FILE
         if module.exists():
             return BuildResult(True, module, "", "", time.perf_counter() - start, True, 0, len(units))
 
-        pch_header, pch_note = self._pch_header()
+        pch_header, pch_note = pch()
         workdir = Path(tempfile.mkdtemp(prefix="build-", dir=self.root / "work"))
         try:
-            solution.write_to(workdir)
-            for name in (INFRA_BINDING, INFRA_REGISTRY):  # the judge's copies, never the workspace's
-                shutil.copyfile(INFRA_DIR / name, workdir / name)
+            stage(workdir)
             missing = [u for u in units if not self._object(u).exists()]
-            self._write_ninja(workdir, units, missing, pch_header)
+            self._write_ninja(workdir, units, missing, pch_header, extra_ldflags)
             # The compilers read, besides the staged sources, the cached objects they link and
             # the precompiled header: nothing else of the judge's.
             inputs = [self._object(u) for u in units if u not in missing]
@@ -191,7 +238,7 @@ class ExtensionBuilder:
         return self.root / "objects" / f"{unit.key}.o"
 
     def _write_ninja(self, workdir: Path, units: list[_Unit], missing: list[_Unit],
-                     pch_header: Path | None) -> None:
+                     pch_header: Path | None, extra_ldflags: tuple[str, ...] = ()) -> None:
         tc = self.toolchain
         q = shlex.join
         include_pch = f"-Winvalid-pch -include {shlex.quote(str(pch_header))}" if pch_header else ""
@@ -199,16 +246,20 @@ class ExtensionBuilder:
             "ninja_required_version = 1.3",
             f"rule binding\n  command = {shlex.quote(tc.cxx)} {q(tc.binding_flags)} {include_pch} -c $in -o $out",
             f"rule cxx\n  command = {shlex.quote(tc.cxx)} {q(tc.kernel_cxx_flags)} -c $in -o $out",
-            f"rule link\n  command = {shlex.quote(tc.cxx)} $in {q(tc.ldflags)} -o $out",
+            f"rule inline_cxx\n  command = {shlex.quote(tc.cxx)} $flags {include_pch} -c $in -o $out",
+            f"rule link\n  command = {shlex.quote(tc.cxx)} $in {q(tc.ldflags + extra_ldflags)} -o $out",
         ]
         if tc.nvcc:
             lines.append(f"rule nvcc\n  command = {shlex.quote(tc.nvcc)} {q(tc.nvcc_flags)} -c $in -o $out")
+            lines.append(f"rule inline_nvcc\n  command = {shlex.quote(tc.nvcc)} $flags -c $in -o $out")
         missing_keys = {u.key for u in missing}
         objects = []
         for unit in units:
             if unit.key in missing_keys:
                 out = f"obj/{unit.key}.o"
                 lines.append(f"build {out}: {unit.rule} {unit.rel}")
+                if unit.flags:  # a call's own flags: ninja would read a $ in them as its own
+                    lines.append(f"  flags = {q(unit.flags).replace('$', '$$')}")
             else:
                 out = str(self._object(unit))
             objects.append(out)
@@ -240,3 +291,25 @@ class ExtensionBuilder:
             os.killpg(proc.pid, signal.SIGKILL)
             output, _ = proc.communicate()
             return False, output, True
+
+
+def _inline_cxx_flags(tc: Toolchain) -> tuple[str, ...]:
+    """load_inline's C++ flags: the bindings' headers and ABI, without their optimisation level
+    or module name (load_inline adds neither; a call's extra_cflags choose)."""
+    return tuple(f for f in tc.binding_flags if not f.startswith(("-O", "-DTORCH_EXTENSION_NAME=")))
+
+
+def _inline_nvcc_flags(tc: Toolchain, extra: tuple[str, ...]) -> tuple[str, ...]:
+    """load_inline's nvcc flags: the kernels', with torch's headers and its half-precision
+    defines; the device's architecture unless the call names its own (as load_inline does)."""
+    from torch.utils.cpp_extension import COMMON_NVCC_FLAGS
+
+    own_arch = any(word.startswith(("-arch", "-gencode", "--generate-code")) for flag in extra for word in flag.split())
+    headers: list[str] = []
+    for flag in tc.binding_flags:
+        if flag.startswith("-isystem"):  # nvcc takes -isystem with its path apart
+            headers += ["-isystem", flag[len("-isystem"):]]
+        elif flag.startswith(("-I", "-D_GLIBCXX", "-DTORCH_API")):
+            headers.append(flag)
+    base = [f for f in tc.nvcc_flags if not (own_arch and f == tc.arch)]
+    return (*base, *COMMON_NVCC_FLAGS, *headers)

@@ -62,8 +62,9 @@ from .run_timing import RunTiming
 from .run_verify import RunVerification
 from .run_workers import RunWorkers
 
-NOT_BUILT_AT_COMPILE = ("format and rules checked, nothing built yet: a single-file solution builds its "
-                        "extension with load_inline when verify imports it, and its build errors show there")
+NOT_BUILT_AT_COMPILE = ("format and rules checked, nothing built yet: the judge builds a single-file "
+                        "solution's load_inline sources when verify imports model_new.py, and its build errors "
+                        "show there")
 
 
 class Judge:
@@ -226,7 +227,7 @@ class Judge:
                 _fail(verdict, "forbidden", f"{len(violations)} violation(s) of the judge's rules: "
                       + ", ".join(rules))
         if solution.layout != "workspace":
-            # a single-file solution builds itself with load_inline when imported, at verify
+            # a single-file solution's load_inline is built when model_new.py is imported, at verify
             verdict.build = {"built": False, "note": NOT_BUILT_AT_COMPILE}
             return None
         self.progress("building the extension")
@@ -390,6 +391,8 @@ class _Run(RunWorkers, RunVerification, RunTiming):
         self.weight_seed: int | None = None
         self.precision_errors: list[tuple[float, float]] = []  # (candidate's, reference's), per call checked
         self.precision_unmeasured: str | None = None  # why a call's precision could not be measured
+        self.inline_builds: list[dict[str, Any]] = []  # what the candidate's load_inline calls built
+        self.inline_failure: tuple[str, str] | None = None  # (status, why) of a load_inline not built
 
     def __enter__(self) -> "_Run":
         return self

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ..solution import MODEL_FILE
+from .inline_extension import MAX_CALLS as MAX_INLINE_CALLS
+from .inline_extension import InlineCall, InlineCallError
 from .landlock import build_ruleset
 from .sandbox import Step, own_namespace, policy_for, unprivileged_ids, writable_devices
 from .toolchain import find_cuda_home
@@ -54,8 +56,6 @@ class RunWorkers:
         home = self._candidate_home()
         home.mkdir(exist_ok=True)
         writable = [home]
-        if self.solution.layout == "single_file" and self.run_as is None:
-            writable.append(self._inline_dir())
         hidden = [self.judge.cache_dir, *self.judge.hidden_paths()] + ([self.dir.parent] if self.run_as else [])
         try:
             ruleset = build_ruleset(writable, readable=[self.dir, Path(PACKAGE_PARENT)], hidden=hidden,
@@ -79,14 +79,59 @@ class RunWorkers:
                 os.chmod(copy, 0o755)
         return copy, what
 
-    def _inline_dir(self) -> Path:
-        """Where a single-file solution's load_inline builds: cached by content, unless the
-        candidate runs as another user, who builds privately."""
-        if self.run_as is not None:
-            return self._candidate_home() / "torch_extensions"
-        path = self.judge.cache_dir / "inline" / self.solution.sha256[:32]
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+    def _inline_build(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Answer the candidate's ``load_inline`` (inline_extension): the exact sources it passed
+        are scanned, then built by the judge's builder; the answer names a private copy of the
+        module, or says why there is none. Called while the candidate's setup waits."""
+        with self._lock:
+            self.inline_builds.append({})
+            record = self.inline_builds[-1]
+            count = len(self.inline_builds)
+        if count > MAX_INLINE_CALLS:
+            return self._inline_refused("compile_error", f"more than {MAX_INLINE_CALLS} load_inline calls")
+        try:
+            call = InlineCall.from_message(request.get("call"))
+        except InlineCallError as exc:
+            return self._inline_refused("compile_error", str(exc))
+        record["name"] = call.name
+        if problems := call.flag_problems():
+            return self._inline_refused("compile_error", (
+                "load_inline was given compiler flags the judge does not pass on: " + ", ".join(problems)
+                + ". Allowed: optimisation levels, -std, -D/-U, -march/-m/-f code-generation options, "
+                "warnings, and for nvcc --use_fast_math, -lineinfo, -Xptxas, -maxrregcount, -arch/-gencode"))
+        if self.cfg.static_checks:
+            from .static_checks import scan_inline_build
+
+            if found := scan_inline_build(call.sources(), call.extra_ldflags, self.task, self.judge.backend):
+                with self._lock:
+                    self.verdict.violations.extend(found)
+                return self._inline_refused("forbidden", (
+                    f"{len(found)} violation(s) of the judge's rules in the sources load_inline was given: "
+                    + "; ".join(v.render() for v in found[:4])))
+        self.judge.progress(f"building {call.name} (load_inline)")
+        result = self.judge.builder.build_inline(call)
+        record.update({"cache_hit": result.cache_hit, "objects_compiled": result.objects_compiled,
+                       "objects_total": result.objects_total, "seconds": result.seconds})
+        with self._lock:
+            self.verdict.seconds["build"] = self.verdict.seconds.get("build", 0.0) + result.seconds
+            self.verdict.isolation["compile"] = result.confinement or {"note": "nothing compiled: the module was cached"}
+            self.verdict.build = {"built": True, "load_inline": [dict(r) for r in self.inline_builds],
+                                  "toolchain": self.judge.builder.toolchain.identity,
+                                  "arch": self.judge.builder.toolchain.arch}
+        if not result.ok:
+            return self._inline_refused("compile_error", f"load_inline's build of {call.name} failed:\n{result.errors}")
+        copy = self.dir / "inline" / f"{count}-{call.name}.so"
+        copy.parent.mkdir(mode=0o755, exist_ok=True)
+        shutil.copyfile(result.module_path, copy)
+        os.chmod(copy, 0o755)
+        return {"path": str(copy)}
+
+    def _inline_refused(self, kind: str, message: str) -> dict[str, Any]:
+        """The answer to a load_inline the judge did not build; the run ends with it once the
+        candidate's setup returns, whatever the candidate's code does with the answer."""
+        with self._lock:
+            self.inline_failure = self.inline_failure or (kind, message)
+        return {"error": kind, "message": message}
 
     def _arena_fd(self) -> int:
         """The run's input arena on the cpu backend (input_arena): a memfd both the candidate and
@@ -107,10 +152,6 @@ class RunWorkers:
                 env["PATH"] = f"{cuda_home / 'bin'}:" + os.environ.get("PATH", "/usr/bin:/bin")
         if threads := self.judge.cpu_threads:
             env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
-        if role == "candidate" and self.solution.layout == "single_file":
-            # load_inline builds here; keyed by the solution so identical sources are reused.
-            env["TORCH_EXTENSIONS_DIR"] = str(self._inline_dir())
-            env["MAX_JOBS"] = str(os.cpu_count() or 2)
         if role != "candidate":
             # Trusted reference processes share torch.compile's caches across runs.
             env["TORCHINDUCTOR_CACHE_DIR"] = str(self.judge.cache_dir / "inductor")
@@ -149,9 +190,16 @@ class RunWorkers:
             setup["warm_profiler"] = self.cfg.runtime_checks  # the kernel record needs it soon
             setup["solution_path"] = str(self.solution_dir / MODEL_FILE)
             setup["module_path"] = str(self.module) if self.module else None
-            setup["refuse_unix_sockets"] = program is not None
+            setup["refuse_late"] = program is not None  # Unix sockets and programs, once started
             setup["subreaper"] = policy.subreaper == "worker"
-        reply = worker.request("setup", self.cfg.load_timeout_s, **setup)
+            setup["inline_builds"] = self.solution.layout == "single_file"
+        # A single-file candidate asks for its load_inline builds while it imports model_new.py.
+        try:
+            reply = worker.request("setup", self.cfg.load_timeout_s, **setup,
+                                   on_request=self._inline_build if role == "candidate" else None)
+        finally:  # the judge's own reason, not what the candidate's process made of it
+            if role == "candidate" and self.inline_failure:
+                _fail(self.verdict, *self.inline_failure)
         _check_reply(reply, {"device": dict, "network_isolated": bool, "filesystem_confined": bool, "uid": int},
                      "setup")
         with self._lock:
@@ -232,6 +280,6 @@ def _syscalls(described: str, program: bytes | None, reply: dict) -> str:
         return described
     if reply.get("seccomp_filters", 0) <= 0:
         return "a seccomp filter was asked for, but installing it failed"
-    if reply.get("unix_sockets_refused") is not True:
-        return f"{described}; but the Unix-socket rule could not be added: {reply.get('unix_sockets_refused')}"
-    return described
+    if reply.get("late_rules") is not True:
+        return f"{described}; but the rules on Unix sockets and programs could not be added: {reply.get('late_rules')}"
+    return f"{described}; once started, no program may run (execve refused)"

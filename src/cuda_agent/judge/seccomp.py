@@ -16,8 +16,11 @@ confinement does not cover. Threads, plain forks and pipes stay allowed.
 
 The CUDA driver opens a Unix-domain socket of its own while it starts, and fails to start without
 one. So a candidate's worker is started under the filter without that rule, and adds it itself
-(``refuse_unix_sockets``, to every thread of the process) once the driver is up and before any of
-the candidate's code is loaded. Compiles get the whole filter from the start.
+(``refuse_late``, to every thread of the process) once the driver is up and before any of the
+candidate's code is loaded, together with a rule no compile could take: ``execve`` and
+``execveat`` refused, so that the candidate's process runs no program at all (no compiler or
+linker: a single-file solution's ``load_inline`` is built by the judge, see inline_extension).
+Compiles get the whole filter from the start.
 """
 
 from __future__ import annotations
@@ -107,7 +110,7 @@ def _errno_action(code: int) -> int:
 @functools.lru_cache(maxsize=2)
 def compiled_filter(unix_sockets: bool = True) -> Filter:
     """The filter, as a BPF program (built once per judge process); ``unix_sockets=False`` leaves
-    out the rule on Unix-domain sockets, for a worker that adds it later (``refuse_unix_sockets``)."""
+    out the rule on Unix-domain sockets, for a worker that adds it later (``refuse_late``)."""
     lib = _library()
     ctx = lib.seccomp_init(SCMP_ACT_ALLOW)
     if not ctx:
@@ -161,15 +164,21 @@ def _export(lib: ctypes.CDLL, ctx: int) -> bytes:
     return program
 
 
-def refuse_unix_sockets() -> None:
+def refuse_late(programs: bool = True) -> None:
     """Add the Unix-domain socket rule to this process, all its threads included (the CUDA
-    driver's, started before); raises SeccompUnavailable if that fails."""
+    driver's, started before), and with ``programs`` refuse running any program (``execve``,
+    ``execveat``); raises SeccompUnavailable if that fails."""
     lib = _library()
     ctx = lib.seccomp_init(SCMP_ACT_ALLOW)
     if not ctx:
         raise SeccompUnavailable("seccomp_init failed")
     try:
         _refuse_unix_sockets(lib, ctx)
+        for name in ("execve", "execveat") if programs else ():
+            number = lib.seccomp_syscall_resolve_name(name.encode())
+            if number >= 0 and lib.seccomp_rule_add_exact_array(ctx, _errno_action(errno.EACCES), number, 0,
+                                                                 None) != 0:
+                raise SeccompUnavailable(f"could not add the rule for {name}")
         program = _export(lib, ctx)
     finally:
         lib.seccomp_release(ctx)
@@ -182,7 +191,7 @@ def refuse_unix_sockets() -> None:
     # positive result names a thread that could not be synchronised.
     result = libc.syscall(SYS_SECCOMP, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, ctypes.byref(fprog))
     if result != 0:
-        raise SeccompUnavailable(f"installing the Unix-socket rule failed: "
+        raise SeccompUnavailable("installing the late rules (Unix sockets, programs) failed: "
                                  + (f"thread {result} could not take it" if result > 0 else f"errno {ctypes.get_errno()}"))
 
 

@@ -47,10 +47,11 @@ class WorkerFailure(Exception):
         self.kind = kind
 
 
-def _load_module(name: str, path: Path):
+def _load_module(name: str, path: Path, register: bool = True):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+    if register:  # in sys.modules, as an import puts it; load_inline's modules are not
+        sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
@@ -460,17 +461,18 @@ class Worker:
             import ctypes
 
             ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-        unix_sockets_refused: bool | str | None = None
-        if msg.get("refuse_unix_sockets"):
+        late_rules: bool | str | None = None
+        if msg.get("refuse_late"):
             # Now that the CUDA driver is up (it opens a Unix socket of its own while it starts),
-            # and before any of the candidate's code is loaded.
-            from .seccomp import SeccompUnavailable, refuse_unix_sockets
+            # and before any of the candidate's code is loaded. Programs too: the candidate's
+            # process runs no compiler, linker or anything else (a load_inline is the judge's build).
+            from .seccomp import SeccompUnavailable, refuse_late
 
             try:
-                refuse_unix_sockets()
-                unix_sockets_refused = True
+                refuse_late()
+                late_rules = True
             except (SeccompUnavailable, OSError) as exc:
-                unix_sockets_refused = str(exc)
+                late_rules = str(exc)
         task = _load_module("cuda_agent_task", Path(msg["task_path"]))
         if self.role == "reference":
             self.model_class = task.Model
@@ -488,11 +490,18 @@ class Worker:
             except ImportError as exc:
                 # An undefined symbol here is a missing launcher or library: a link-time mistake.
                 raise WorkerFailure(ERROR_COMPILE, f"the built extension does not load: {exc}") from None
+            if msg.get("inline_builds"):
+                import torch.utils.cpp_extension
+
+                torch.utils.cpp_extension.load_inline = self._judge_built_load_inline
+                torch.utils.cpp_extension.load = _no_file_builds
             try:
                 candidate = _load_module("model_new", Path(msg["solution_path"]))
+            except WorkerFailure:
+                raise
             except Exception as exc:
-                kind = ERROR_COMPILE if _is_build_failure(exc) else ERROR_RUNTIME
-                raise WorkerFailure(kind, f"importing model_new.py failed:\n{_short_traceback(exc, self.hide)}") from None
+                raise WorkerFailure(ERROR_RUNTIME,
+                                    f"importing model_new.py failed:\n{_short_traceback(exc, self.hide)}") from None
             self.model_class = getattr(candidate, "ModelNew", None)
             if self.model_class is None:
                 raise WorkerFailure(ERROR_RUNTIME, "model_new.py defines no ModelNew")
@@ -500,9 +509,28 @@ class Worker:
         writable = writable_outside(Path(os.environ.get("HOME", "/")))
         return {"device": info.to_dict(), "network_isolated": network_isolated(),
                 "filesystem_confined": not writable, "writable_outside": writable,
-                "seccomp_filters": filters_installed(), "unix_sockets_refused": unix_sockets_refused,
+                "seccomp_filters": filters_installed(), "late_rules": late_rules,
                 "capabilities": effective_capabilities(),
                 "pid": os.getpid(), "uid": os.getuid()}
+
+    def _judge_built_load_inline(self, *args: Any, **kwargs: Any):
+        """``load_inline`` in the candidate's process: the judge builds the call's sources
+        (inline_extension) while this waits, and the module it built is imported."""
+        from . import protocol
+        from .inline_extension import InlineCall, InlineCallError
+
+        try:
+            call = InlineCall.from_arguments(*args, **kwargs)
+        except (InlineCallError, TypeError) as exc:
+            raise WorkerFailure(ERROR_COMPILE, f"load_inline: {exc}") from None
+        protocol.send(self.fd_out, {"request": "build_inline", "call": call.to_message()})
+        answer = protocol.receive(self.fd_in, max_bytes=1 << 20)
+        if not isinstance(answer.get("path"), str):
+            raise WorkerFailure(str(answer.get("error", ERROR_COMPILE)), str(answer.get("message", "")))
+        try:
+            return _load_module(call.name, Path(answer["path"]), register=False)
+        except ImportError as exc:
+            raise WorkerFailure(ERROR_COMPILE, f"the module load_inline built does not load: {exc}") from None
 
     def init_model(self, msg: dict) -> dict:
         """Reference: build Model with freshly drawn weights; return its state dict."""
@@ -1008,9 +1036,10 @@ def _out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
 
 
-def _is_build_failure(exc: BaseException) -> bool:
-    text = str(exc)
-    return "Error building extension" in text or "ninja" in text.lower() and "build" in text.lower()
+def _no_file_builds(*args: Any, **kwargs: Any):
+    """``torch.utils.cpp_extension.load`` in a single-file candidate's process, which runs no compiler."""
+    raise WorkerFailure(ERROR_COMPILE, "torch.utils.cpp_extension.load builds files at run time, which the judge "
+                                       "does not do; pass the sources as strings to load_inline, which the judge builds")
 
 
 def _classify(exc: BaseException) -> str:

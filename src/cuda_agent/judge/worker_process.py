@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import protocol
 from .fork_server import ForkedProcess, ForkRequest, ForkServer, ForkServerError, server_for
@@ -238,10 +238,13 @@ class WorkerProcess:
             raise WorkerError("runtime_error", self._failure_reason(str(exc)), self.log_tail()) from None
 
     def exchange(self, message: dict[str, Any], timeout_s: float,
-                 max_bytes: int = DEFAULT_MAX_REPLY_BYTES, what: str = "", spin_s: float = 0.0) -> dict[str, Any]:
+                 max_bytes: int = DEFAULT_MAX_REPLY_BYTES, what: str = "", spin_s: float = 0.0,
+                 on_request: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> dict[str, Any]:
         """Send ``message`` and wait for the reply; raise WorkerError on any failure.
 
         ``spin_s``: poll for the reply this long before sleeping (timing steps, see protocol).
+        ``on_request``: answers what the worker asks of the judge before it replies (a message with
+        a ``request`` field: a single-file solution's build); the time it takes is not the worker's.
         """
         what = what or str(message.get("cmd") or message.get("step") or "request")
         if self.proc.poll() is not None:
@@ -250,6 +253,15 @@ class WorkerProcess:
         try:
             protocol.send(self._send_fd, message, deadline)
             reply = protocol.receive(self._recv_fd, max_bytes, deadline, spin_s)
+            while "request" in reply:
+                if on_request is None:
+                    raise WorkerError("runtime_error", self._failure_reason(f"a request during `{what}`"),
+                                      self.log_tail())
+                asked = time.monotonic()
+                answer = on_request(reply)
+                deadline += time.monotonic() - asked
+                protocol.send(self._send_fd, answer, deadline)
+                reply = protocol.receive(self._recv_fd, max_bytes, deadline, spin_s)
         except protocol.ChannelTimeout:
             self.kill()
             raise WorkerError("timeout", f"`{what}` did not finish within {timeout_s:.0f} s; the "
@@ -265,8 +277,8 @@ class WorkerProcess:
         return reply
 
     def request(self, cmd: str, timeout_s: float, max_bytes: int = DEFAULT_MAX_REPLY_BYTES,
-                **fields: Any) -> dict[str, Any]:
-        return self.exchange({"cmd": cmd, **fields}, timeout_s, max_bytes, what=cmd)
+                on_request: Callable[[dict[str, Any]], dict[str, Any]] | None = None, **fields: Any) -> dict[str, Any]:
+        return self.exchange({"cmd": cmd, **fields}, timeout_s, max_bytes, what=cmd, on_request=on_request)
 
     def close(self) -> None:
         """End the worker and close its channel; closing again does nothing.

@@ -13,10 +13,11 @@ judge's own clock are what actually hold.
 
 from __future__ import annotations
 
-from ...solution import CUDA_SOURCE_SUFFIXES, CXX_SOURCE_SUFFIXES, HEADER_SUFFIXES, Solution
+from ...solution import CUDA_SOURCE_SUFFIXES, CXX_SOURCE_SUFFIXES, HEADER_SUFFIXES, MODEL_FILE, Solution
 from ...task import Task
 from ..verdict import Violation
 from .cpp_scan import CppSource, scan_cpp
+from .inline_sources import ldflag_problems
 from .kernels import KernelInventory, kernel_inventory
 from .python_scan import scan_python
 from .report import Report
@@ -24,7 +25,8 @@ from .task_ops import TaskOps, task_ops
 
 _CPP_SUFFIXES = CXX_SOURCE_SUFFIXES + CUDA_SOURCE_SUFFIXES + HEADER_SUFFIXES
 
-__all__ = ["KernelInventory", "TaskOps", "kernel_inventory", "read_sources", "scan_solution", "task_ops"]
+__all__ = ["KernelInventory", "TaskOps", "kernel_inventory", "read_sources", "scan_inline_build", "scan_solution",
+           "task_ops"]
 
 
 def scan_solution(solution: Solution, task: Task, backend: str) -> list[Violation]:
@@ -37,6 +39,23 @@ def scan_solution(solution: Solution, task: Task, backend: str) -> list[Violatio
     except (RecursionError, MemoryError) as exc:
         _unreadable(report, cpp[0].file if cpp else "kernels", exc)
     return report.sorted(_file_order(solution))
+
+
+def scan_inline_build(files: dict[str, str], ldflags: tuple[str, ...], task: Task, backend: str) -> list[Violation]:
+    """Every violation in what a ``load_inline`` call asked the judge to build at run time: the
+    exact files it would compile (``main.cpp``, ``cuda.cu``) and its linker flags. The static
+    scan read model_new.py before it ran; this reads what it actually passed."""
+    ops = task_ops(task.source)
+    report = Report()
+    sources = [CppSource(f"{MODEL_FILE} (load_inline's {name})", text) for name, text in files.items()]
+    try:
+        scan_cpp(sources, ops, backend, report)
+    except (RecursionError, MemoryError) as exc:
+        _unreadable(report, sources[0].file, exc)
+    for flag in ldflags:
+        for rule, message in ldflag_problems(flag, ops, backend):
+            report.add(rule, MODEL_FILE, None, message)
+    return report.violations
 
 
 def _file_order(solution: Solution) -> list[str]:

@@ -27,6 +27,8 @@ _ALWAYS_LINKABLE = frozenset({
     "gomp", "omp", "iomp5", "m", "stdc++", "pthread", "rt",
 })
 
+_LINK_OPTIONS = frozenset({"-fopenmp", "-pthread", "-g", "-s", "-shared", "-fPIC"})  # change nothing linked in
+
 Piece = tuple[str, int]
 
 
@@ -186,26 +188,33 @@ def _link_problems(call: ast.Call, ops: TaskOps, backend: str) -> list[tuple[str
     ldflags = _argument(call, "extra_ldflags", 99)
     if ldflags is None:
         return problems
-    allowed = set(_ALWAYS_LINKABLE)
-    if backend == "cuda" and ops.allows_cublas:
-        allowed |= {"cublas", "cublasLt"}
-    if backend == "cuda" and ops.allows_cudnn:
-        allowed |= {"cudnn"}
     flags = ldflags.elts if isinstance(ldflags, (ast.List, ast.Tuple)) else [ldflags]
     for flag in flags:
         if not (isinstance(flag, ast.Constant) and isinstance(flag.value, str)):
             problems.append(("dynamic_code", call.lineno, "extra_ldflags must be string literals so "
                                                           "that what is linked can be checked"))
             continue
-        for word in flag.value.split():
-            lib = word[2:] if word.startswith("-l") else None
-            if lib is not None and lib not in allowed:
-                problems.append(("library_use", getattr(flag, "lineno", call.lineno),
-                                 f"`{word}` links a library the rules do not allow here; only cuBLAS "
-                                 "(for matrix products) and cuDNN (for convolutions) are allowed"))
-            elif lib is None and (".so" in word or word.endswith(".a") or word.startswith(("-L", "-Wl"))):
-                problems.append(("library_use", getattr(flag, "lineno", call.lineno),
-                                 f"`{word}` links prebuilt code from outside the solution; not allowed"))
+        problems += [(rule, getattr(flag, "lineno", call.lineno), message)
+                     for rule, message in ldflag_problems(flag.value, ops, backend)]
+    return problems
+
+
+def ldflag_problems(flag: str, ops: TaskOps, backend: str) -> list[tuple[str, str]]:
+    """(rule, message) for each word of a linker flag that links what the rules do not allow."""
+    allowed = set(_ALWAYS_LINKABLE)
+    if backend == "cuda" and ops.allows_cublas:
+        allowed |= {"cublas", "cublasLt"}
+    if backend == "cuda" and ops.allows_cudnn:
+        allowed |= {"cudnn"}
+    problems = []
+    for word in flag.split():
+        lib = word[2:] if word.startswith("-l") else None
+        if lib is not None and lib not in allowed:
+            problems.append(("library_use", f"`{word}` links a library the rules do not allow here; only cuBLAS "
+                                            "(for matrix products) and cuDNN (for convolutions) are allowed"))
+        elif lib is None and word not in _LINK_OPTIONS and not word.startswith("-O"):
+            problems.append(("library_use", f"`{word}` is not a library the rules allow; extra_ldflags may "
+                                            "only name libraries (-lcublas, -lcudnn where the task allows them)"))
     return problems
 
 
