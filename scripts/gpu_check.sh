@@ -27,7 +27,7 @@ if [ -n "$wheels" ]; then
   python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site $wheels 2>"$OUT/pip.log" \
     && export PYTHONPATH="/tmp/site:$PYTHONPATH"
 fi
-parts=${*:-tests examples demo repeatability methods bench staged guards agent kernelbench throughput refusals synth}
+parts=${*:-tests examples demo repeatability methods bench single_file staged guards agent kernelbench throughput refusals synth}
 status=0
 
 {
@@ -82,6 +82,10 @@ PY
         | tee "$OUT/judge_latency.txt" || status=1
       python3 benchmarks/judge_latency.py --device cuda --exec-workers --out "$OUT/judge_latency-exec.json" 2>&1 \
         | tee -a "$OUT/judge_latency.txt" || status=1 ;;
+    single_file)
+      # KernelBench's load_inline format against the workspace format, both built by the judge.
+      python3 benchmarks/single_file_latency.py --device cuda --out "$OUT/single_file_latency.json" 2>&1 \
+        | tee "$OUT/single_file_latency.txt" || status=1 ;;
     agent)
       python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" tests/agent 2>&1 | tee "$OUT/agent-tests.log" || status=1
       python3 benchmarks/agent_overhead.py --device cuda --out "$OUT/agent_overhead.json" 2>&1 \
