@@ -5,7 +5,8 @@ judge cache for the whole run, so the precompiled header, the object files and t
 torch.compile baselines are built once.
 
 CI (and the README's test command) runs it in two steps: every test not marked ``timing`` in one
-process per core (``-n auto --dist loadfile``: pytest-xdist, each test file in one process), then
+process per core and one more (``-n auto --dist loadfile``: pytest-xdist, each test file in one
+process, the longest files first), then
 the tests marked ``timing`` in one process with nothing else running. A plain ``python -m pytest``
 runs everything in one process. Two gates keep timed numbers honest when tests share the machine:
 
@@ -59,6 +60,33 @@ def _run_gate() -> DeviceGate | None:
     if not run:
         return None
     return DeviceGate(Path(tempfile.gettempdir()) / f"cuda-agent-tests-{run}", "tests")
+
+
+# -- scheduling a parallel run ---------------------------------------------------------------
+# Files that take minutes of one process each (--durations=0 on a 2-core machine, docs/
+# benchmarks.md), longest first: handed out before the rest, so that no process is left running one
+# of them alone at the end while the others have nothing left to do.
+LONG_FILES = ("tests/bench/test_bench_cpu.py", "tests/honest/test_honest.py", "tests/adversarial/test_adversarial.py",
+              "tests/train/test_demo.py", "tests/test_cli.py", "tests/synth/test_pipeline.py",
+              "tests/cluster/test_ray_users.py", "tests/test_precision.py", "tests/test_judge_cpu.py",
+              "tests/test_build.py", "tests/cluster/test_ray_pool.py")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one process more than cores. A judge's run waits part of the time (its timed
+    sessions hold the device gate, and every other judge's checks wait), and with one process
+    per core a fifth of the cores sat idle."""
+    return len(os.sched_getaffinity(0)) + 1
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False  # xdist keeps the order below, not files by test count
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {path: k for k, path in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest as they were
 
 
 @pytest.hookimpl(hookwrapper=True)
