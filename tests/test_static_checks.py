@@ -747,6 +747,12 @@ def test_joined_streams_and_threads_are_fine():
 # introspection
 # ------------------------------------------------------------------------------------------
 INTROSPECTION_PY = {
+    "module_aliases": """
+        import torch
+
+        mods = torch.sys.modules  # !
+        frames = torch.nn.functional.sys._getframe  # !
+    """,
     "modules": """
         import inspect  # !
         import gc  # !
@@ -1082,6 +1088,19 @@ IO_PY = {
         import socket  # !
         import urllib.request  # !
         import requests  # !
+    """,
+    "module_aliases": """
+        import torch
+        import torch.utils.cpp_extension
+
+        env = torch.os.environ  # !
+        run = torch.utils.cpp_extension.os.system  # !
+    """,
+    "module_alias_imported": """
+        import torch
+        from torch import os as hidden  # !
+
+        names = hidden.listdir("/")
     """,
     "process": """
         import sys

@@ -4,14 +4,20 @@ local name or attribute chain stands for.
 Flow-insensitive and deliberately generous: a name bound by an import, or assigned from an
 expression that resolves (``mm = torch.matmul``, ``t = __import__("torch")``,
 ``w = sys.modules["x"]``), stands for every origin it was ever given. With ``from M import *``
-a name the file never binds stands for ``M.name``.
+a name the file never binds stands for ``M.name``. An origin that goes through a module attribute
+which *is* another module is named by that module (``torch.os.environ`` is ``os.environ``:
+``canonical``), so that no rule is passed by reaching a module through another one.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import functools
+import sys
+import types
 from collections import defaultdict
+from pathlib import Path
 
 BUILTIN_NAMES = frozenset(dir(builtins))
 # Builtins that ``from torch import *`` replaces with torch functions of the same name.
@@ -64,7 +70,7 @@ class Names:
                         self.import_origins.add(module)
                         continue
                     origin = f"{module}.{alias.name}" if module else alias.name
-                    self.import_origins.add(origin)
+                    self.import_origins.add(canonical(origin))
                     self.bind[alias.asname or alias.name].add(origin)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self.local.add(node.name)
@@ -107,9 +113,9 @@ class Names:
             node = node.value
         base = self._resolve_base(node, depth)
         if not base or not attrs:
-            return base
+            return {canonical(b) for b in base}
         suffix = ".".join(reversed(attrs))
-        return {f"{b}.{suffix}" for b in base}
+        return {canonical(f"{b}.{suffix}") for b in base}
 
     def _resolve_base(self, node: ast.AST, depth: int) -> set[str]:
         if isinstance(node, ast.Name):
@@ -150,6 +156,75 @@ class Names:
                         found.add(f"{b[:-len('.__dict__')]}.{key.value}")
                 return found
         return set()
+
+
+@functools.lru_cache(maxsize=8192)
+def canonical(origin: str, depth: int = 0) -> str:
+    """``origin`` named by the module it reaches: where a component is an attribute of a module
+    that is itself a module of another name (``torch.os`` is ``os``, ``torch.utils.cpp_extension.
+    sys`` is ``sys``), the origin continues from that module's own name. Read from the modules the
+    judge has imported (their ``__dict__`` alone), and for a submodule of one that it has not, from
+    the imports at the top of its source: nothing is imported or run to find out."""
+    parts = origin.split(".")
+    module = sys.modules.get(parts[0])
+    for k in range(1, len(parts)):
+        if not _plain_module(module) or depth > _MAX_DEPTH:
+            return origin
+        here = ".".join(parts[:k + 1])
+        value = vars(module).get(parts[k]) or sys.modules.get(here)
+        if value is None:  # perhaps a submodule not loaded here: what its source imports
+            target = _source_imports(here).get(parts[k + 1]) if k + 1 < len(parts) else None
+            if target is None or target == f"{here}.{parts[k + 1]}":
+                return origin
+            return canonical(".".join([target, *parts[k + 2:]]), depth + 1)
+        name = vars(value).get("__name__") if _plain_module(value) else None
+        if isinstance(name, str) and name != here:
+            return canonical(".".join([name, *parts[k + 1:]]), depth + 1)
+        module = value
+    return origin
+
+
+def _plain_module(value: object) -> bool:
+    """A module as an import makes it: not a namespace object whose attributes run code
+    (torch.ops, torch.classes), which are read no further."""
+    return type(value) is types.ModuleType
+
+
+@functools.lru_cache(maxsize=512)
+def _source_imports(dotted: str) -> dict[str, str]:
+    """Names bound by the top-level imports of module ``dotted``'s source (``os`` -> ``os``,
+    ``np`` -> ``numpy``), read when its parent package is loaded; {} otherwise."""
+    import importlib.util
+
+    parent = dotted.rpartition(".")[0]
+    if not parent or parent not in sys.modules:
+        return {}
+    try:
+        spec = importlib.util.find_spec(dotted)
+        source = Path(spec.origin).read_text() if spec and spec.origin and spec.origin.endswith(".py") else ""
+        tree = ast.parse(source)
+    except (ImportError, ValueError, OSError, SyntaxError, RecursionError):
+        return {}
+    found: dict[str, str] = {}
+    for node in _top_level(tree.body):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                found[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                if alias.name != "*":
+                    found[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return found
+
+
+def _top_level(body: list[ast.stmt]):
+    """A module's statements, with those inside its top-level if/try blocks."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.If):
+            yield from _top_level(node.body + node.orelse)
+        elif isinstance(node, ast.Try):
+            yield from _top_level(node.body + node.orelse + node.finalbody)
 
 
 def str_arg(call: ast.Call, index: int) -> str | None:

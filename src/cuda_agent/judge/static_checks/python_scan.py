@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from . import vocab
 from .cpp_scan import CppSource
 from .inline_sources import LOAD_INLINE, find_inline_sources
-from .pynames import Names, longest_prefix, str_arg, under
+from .pynames import Names, canonical, longest_prefix, str_arg, under
 from .report import Report
 from .task_ops import TaskOps
 
@@ -362,6 +362,7 @@ class _PyScan:
                     self.add("reference_access", node, "imports the reference `Model`")
                 if alias.name != "*":
                     origins.append(f"{module}.{alias.name}" if module else alias.name)
+        origins = [canonical(origin) for origin in origins]  # `from torch import os` imports os
         for origin in origins:
             self._module_rule(origin, node, at_import=True)
             found = longest_prefix(origin, vocab.PY_ORIGIN_RULES)
