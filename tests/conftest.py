@@ -5,8 +5,8 @@ judge cache for the whole run, so the precompiled header, the object files and t
 torch.compile baselines are built once.
 
 CI (and the README's test command) runs it in two steps: every test not marked ``timing`` in one
-process per core and one more (``-n auto --dist loadfile``: pytest-xdist, each test file in one
-process, the longest files first), then
+process per core (``-n auto --dist loadfile``: pytest-xdist, each test file in one process, the
+longest files first), then
 the tests marked ``timing`` in one process with nothing else running. A plain ``python -m pytest``
 runs everything in one process. Two gates keep timed numbers honest when tests share the machine:
 
@@ -70,13 +70,6 @@ LONG_FILES = ("tests/bench/test_bench_cpu.py", "tests/honest/test_honest.py", "t
               "tests/train/test_demo.py", "tests/test_cli.py", "tests/synth/test_pipeline.py",
               "tests/cluster/test_ray_users.py", "tests/test_precision.py", "tests/test_judge_cpu.py",
               "tests/test_build.py", "tests/cluster/test_ray_pool.py")
-
-
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: one process more than cores. A judge's run waits part of the time (its timed
-    sessions hold the device gate, and every other judge's checks wait), and with one process
-    per core a fifth of the cores sat idle."""
-    return len(os.sched_getaffinity(0)) + 1
 
 
 def pytest_configure(config: pytest.Config) -> None:
