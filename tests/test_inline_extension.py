@@ -33,8 +33,22 @@ def test_the_files_are_those_torchs_load_inline_writes(arguments, tmp_path, monk
 
 def test_the_rules_read_the_calls_own_code_without_what_load_inline_adds():
     call = InlineCall.from_arguments("m", [CPP, CPP], cuda_sources=CUDA, functions=["twice"])
-    assert call.sources() == {"main.cpp": CPP + "\n" + CPP, "cuda.cu": CUDA}
+    assert call.sources() == {"main.cpp": CPP + "\n" + CPP, "cuda.cu": CUDA}  # no -D flags: nothing added
     assert "PYBIND11_MODULE" in call.files()["main.cpp"] and "PYBIND11_MODULE" not in call.sources()["main.cpp"]
+
+
+def test_the_rules_read_what_a_define_flag_puts_into_the_code():
+    from pathlib import Path
+
+    from cuda_agent.judge.static_checks import scan_inline_build
+    from cuda_agent.task import load_task
+
+    task = load_task(Path(__file__).parent / "fixtures" / "tasks" / "scale_bias_relu.py")
+    call = InlineCall.from_arguments("m", "torch::Tensor f(torch::Tensor x) { return F(x); }", functions=["f"],
+                                     extra_cflags=["-O3 -DF=at::relu"])
+    assert call.sources()["main.cpp"].startswith("#define F at::relu\n")
+    found = scan_inline_build(call.sources(), call.extra_ldflags, task, "cpu")
+    assert {v.rule for v in found} == {"torch_compute"}, [v.render() for v in found]
 
 
 def test_flags_that_only_change_code_generation_are_passed_on():

@@ -9,7 +9,7 @@ sandbox, with a precompiled ``torch/extension.h`` and the object cache, so the s
 never compiled twice) and answers with a module file the stand-in imports. What is built is
 exactly what was scanned, and the candidate's process never runs a compiler.
 
-The files are made as ``load_inline`` makes them (``inline_files``): the C++ sources joined into
+The files are made as ``load_inline`` makes them (``InlineCall.files``): the C++ sources joined into
 ``main.cpp`` after ``#include <torch/extension.h>``, with pybind11 bindings for ``functions``; the
 CUDA sources joined into ``cuda.cu`` after the CUDA headers.
 """
@@ -155,10 +155,12 @@ class InlineCall:
 
     def sources(self) -> dict[str, str]:
         """The call's own code, joined as in ``files`` but without what load_inline adds (headers
-        and the bindings of ``functions``, made from checked identifiers): what the rules read."""
-        sources = {"main.cpp": "\n".join(self.cpp_sources)}
+        and the bindings of ``functions``, made from checked identifiers): what the rules read.
+        A ``-DNAME=VALUE`` flag is code too (``-DF=at::relu`` turns ``F(x)`` into an ATen call),
+        so each comes first, as the ``#define`` it is."""
+        sources = {"main.cpp": _defines(self.extra_cflags) + "\n".join(self.cpp_sources)}
         if self.cuda_sources:
-            sources["cuda.cu"] = "\n".join(self.cuda_sources)
+            sources["cuda.cu"] = _defines(self.extra_cuda_cflags) + "\n".join(self.cuda_sources)
         return sources
 
     def flag_problems(self) -> list[str]:
@@ -191,6 +193,16 @@ def _strings(value: Any, what: str) -> tuple[str, ...]:
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return tuple(value)
     raise InlineCallError(f"load_inline's {what} must be a string or a list of strings")
+
+
+def _defines(flags: tuple[str, ...]) -> str:
+    """The macros ``-D`` flags define, as the lines a compiler reads them as."""
+    lines = []
+    for word in _words(flags):
+        if word.startswith("-D") and len(word) > 2:
+            name, _, value = word[2:].partition("=")
+            lines.append(f"#define {name} {value or '1'}\n")
+    return "".join(lines)
 
 
 def _words(flags: tuple[str, ...]) -> list[str]:
