@@ -139,10 +139,10 @@ class ExtensionBuilder:
             if failed.exists():
                 return header, failed.read_text()
             pch_dir.mkdir(parents=True, exist_ok=True)
-            asked = pch_dir / "ASKED"
-            count = len(asked.read_text()) + 1 if asked.exists() else 1
+            asked = pch_dir / "ASKED"  # how many builds have asked for it so far
+            count = int(asked.read_text() or 0) + 1 if asked.exists() else 1
             if count < after:
-                asked.write_text("x" * count)
+                asked.write_text(str(count))
                 return None, ""
             for infra in (name, INFRA_REGISTRY):
                 shutil.copyfile(INFRA_DIR / infra, pch_dir / infra)
