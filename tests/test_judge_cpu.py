@@ -400,11 +400,15 @@ def test_candidate_cannot_fake_its_own_clock(cpu_judge, task, fixture_solution):
 def test_candidate_that_replaces_the_workers_clock_is_caught_by_the_judges_clock(
         unscanned_judge, task, fixture_solution):
     # Past the in-process tripwire: the worker's own copy of the clock is replaced. The judge's
-    # clock around each call sees 20 ms that the reported times do not account for.
+    # clock around each call sees 20 ms that the reported times do not account for; on a machine
+    # too loaded to bound that, it pays no speedup at all.
     v = unscanned_judge.judge(task, fixture_solution("cpu/attacks/fake_worker_clock"))
-    assert v.status == "runtime_error", v.feedback
-    assert "not credible" in v.error and v.reward == -1
-    assert v.timings["candidate"] is None
+    assert v.reward <= 1 and v.speedup_vs_eager is None and v.speedup_vs_compile is None, v.feedback
+    if v.status == "ok":
+        assert any("too loaded" in note for note in v.notes), v.feedback
+    else:
+        assert v.status == "runtime_error" and "not credible" in v.error and v.reward == -1, v.feedback
+        assert v.timings["candidate"] is None
 
 
 @pytest.mark.timing

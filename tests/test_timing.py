@@ -7,7 +7,8 @@ import math
 import pytest
 
 from cuda_agent.judge.config import TimingConfig
-from cuda_agent.judge.timing import Session, TimingStats, consistency_problem, integrity_problem
+from cuda_agent.judge.timing import (Session, TimingStats, consistency_problem, integrity_problem,
+                                     resolution_problem)
 
 
 def test_stats_from_samples():
@@ -164,6 +165,21 @@ def test_several_references_hold_the_candidate_to_the_smallest_overheads():
     assert "outside the timed calls" in integrity_problem(candidate, [noisy, quiet])
     assert "longer than the candidate's own clock says" in integrity_problem(
         session([1.0] * 50, go=[1.5] * 50, prepare=[1.0] * 50), [noisy, quiet])
+
+
+def test_a_machine_too_loaded_to_bound_hidden_time_claims_nothing():
+    # 20 ms hidden in every call passes the channel check when the reference's own channel is
+    # 12 ms (the allowance is a multiple of it): such a machine cannot pay a speedup at all.
+    loaded = session([0.3] * 10, go=[12.3] * 10)
+    faked = session([0.002] * 10, go=[20.0] * 10)
+    assert integrity_problem(faked, loaded, backend="cpu") is None
+    assert "too loaded" in resolution_problem([loaded])
+    # A quiet attempt among them is enough; a quiet machine, or a long channel that a large
+    # output's copy explains (its call is long too), is not loaded.
+    quiet = session([0.3] * 10, go=[1.1] * 10)
+    assert resolution_problem([loaded, quiet]) is None
+    assert resolution_problem([session([20.0] * 10, go=[28.0] * 10)]) is None
+    assert resolution_problem([]) is None
 
 
 def test_the_cpu_backend_allows_wider_overheads_for_host_memory_work():

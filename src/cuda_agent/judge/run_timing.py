@@ -17,7 +17,8 @@ from .roofline import NOT_ON_CPU, device_peaks, floor_peaks, not_drawn, roofline
 from .reference import ReferenceReport
 from .process_tree import cpu_seconds, strays_elsewhere
 from .session import TimedSession, interleave
-from .timing import (Session, TimingStats, consistency_problem, drift_problem, integrity_problem, stability_problem)
+from .timing import (Session, TimingStats, consistency_problem, drift_problem, integrity_problem,
+                     resolution_problem, stability_problem)
 from .verdict import Violation
 from .worker_process import WorkerError, WorkerProcess
 from .run_support import _add_seconds, _fail, _pinned_thread, foreign_processes
@@ -141,6 +142,7 @@ class RunTiming:
             reference = TimingStats.from_session(calibration.session)
             problem = integrity_problem(session, calibrations, backend)
             unsteady = (stability_problem(v.timings["candidate"], self.timing.max_uncertainty)
+                        or resolution_problem(calibrations)
                         or drift_problem(reference, eager, self.timing.drift_tolerance)
                         or foreign_processes(strays_elsewhere(self.cand.tree)))
             v.timing_integrity = {

@@ -347,6 +347,34 @@ def for_backend(config: "TimingConfig", backend: str) -> "TimingConfig":
                               if not getattr(config, name)})
 
 
+# Beyond this (and beyond this many times the reference's own call), the judge's view of a
+# trusted call's end is too late to bound work hidden outside a candidate's: the channel check
+# allows a multiple of it. Quiet machines show 0.05 ms (cuda) to 1 ms (a 2-core virtual machine);
+# a large output's copy is part of it, and takes about as long as writing that output in the call.
+LOADED_CHANNEL_MS, LOADED_CHANNEL_FACTOR = 5.0, 2.0
+
+
+def resolution_problem(references: list[Session]) -> str | None:
+    """Why the judge cannot see hidden time finely enough to pay a speedup, or None.
+
+    The channel check (``integrity_problem``) lets a candidate's go step exceed the reference's
+    by a multiple of the reference's channel, the quietest attempt's. On a machine loaded enough
+    that even that is long, the allowance would admit more hidden time than a small task's
+    whole call: the timing is then not believed, whatever the candidate's own clock says.
+    """
+    timed = [r for r in references if r.go_ms]
+    if not timed:
+        return None
+    quietest = min(timed, key=lambda r: statistics.median(r.channel_ms))
+    channel = statistics.median(quietest.channel_ms)
+    limit = max(LOADED_CHANNEL_MS, LOADED_CHANNEL_FACTOR * statistics.median(quietest.figure_ms))
+    if channel <= limit:
+        return None
+    return (f"the judge saw the trusted reference's calls answer {channel:.1f} ms after they ended (the quietest of "
+            f"{len(timed)} attempt(s); at most {limit:.1f} ms): the machine is too loaded to tell work hidden "
+            "outside the timed calls from waiting")
+
+
 def drift_problem(calibration: TimingStats, eager: TimingStats | None, tolerance: float) -> str | None:
     """Why the candidate's session ran on a machine unlike the one its baseline was timed on.
 
