@@ -6,6 +6,7 @@ live under tests/fixtures/solutions as workspaces (model_new.py + kernels/) or s
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import statistics
@@ -371,6 +372,23 @@ def test_baseline_cache_reuses_eager_and_compile_timings(judge_config, task, fix
         assert len(sessions) >= 2
         assert first.timings[mode].median_ms == pytest.approx(statistics.median(sessions))
         assert isinstance(first.timings[mode].stable, bool)
+
+
+def test_judges_that_need_the_same_baseline_at_once_time_it_once(judge_config, task, fixture_solution, tmp_path):
+    # The first rollouts of a task in RL: two judges of it at once. One times each baseline; the
+    # other waits its turn and reads it, rather than timing it again beside the first.
+    judge = Judge(judge_config())
+    path = tmp_path / "scale_bias_relu_at_once.py"
+    path.write_text(task.source + "\n# variant for the concurrent baseline test\n")
+    variant = load_task(path)
+    solution = fixture_solution("cpu/correct")
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        verdicts = list(pool.map(lambda _: judge.judge(variant, solution), range(2)))
+    assert all(v.status == "ok" for v in verdicts), [v.feedback for v in verdicts]
+    for mode in ("eager", "compile"):
+        assert sorted(v.timings[mode].source for v in verdicts) == ["cache", "measured"]
+        assert verdicts[0].timings[mode].median_ms == verdicts[1].timings[mode].median_ms
+        assert len(judge.baselines.get(judge.baseline_key(variant, verdicts[0].device), mode)) == 1
 
 
 @pytest.mark.timing  # the refusal it expects is the median's, not a prepare step's under load

@@ -5,7 +5,8 @@ timed in several fresh processes, because a process's level can differ from the 
 it is settled once their medians agree (or enough of them have been taken): from then on every
 solution of the task is compared with the same baseline. Entries are JSON files written
 atomically, one session at a time, so an interrupted judge loses nothing; the candidate process
-never has a path to them.
+never has a path to them. Judges that need the same baseline at once (the first rollouts of a task
+in RL) take turns on a lock per baseline: one times it, the others then read it.
 """
 
 from __future__ import annotations
@@ -13,8 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from filelock import FileLock, Timeout
 
 from ..files import write_atomic
 from .timing import TimingStats
@@ -76,6 +81,21 @@ class BaselineCache:
             return [TimingStats.from_dict(s) for s in data["sessions"]]
         except (OSError, ValueError, KeyError, TypeError):
             return []
+
+    @contextmanager
+    def turn(self, key: BaselineKey, mode: str, waiting: Callable[[], None]) -> Iterator[None]:
+        """Hold this baseline's lock (across processes sharing the cache); ``waiting`` is called
+        first if another judge holds it, which is then timing it."""
+        lock = FileLock(str(self._path(key, mode)) + ".lock")
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            waiting()
+            lock.acquire()
+        try:
+            yield
+        finally:
+            lock.release()
 
     def put(self, key: BaselineKey, mode: str, sessions: list[TimingStats]) -> None:
         payload = {"key": key.__dict__, "mode": mode, "sessions": [s.to_dict() for s in sessions],

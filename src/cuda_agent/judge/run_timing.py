@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from contextlib import nullcontext
 from functools import partial
 
 from ..files import write_atomic
@@ -207,24 +208,30 @@ class RunTiming:
         v, cfg, t = self.verdict, self.cfg, self.timing
         key = self.judge.baseline_key(self.task, self.device_info)
         for mode in ("eager", "compile"):
-            sessions = self.judge.baselines.get(key, mode) if cfg.use_baseline_cache else []
-            fresh = 0
-            while not settled(sessions, t.baseline_tolerance, t.baseline_sessions, t.max_baseline_sessions, t.precision):
-                (worker,) = self.start_workers(("reference", mode))
-                self._call(worker, "init_model", cfg.call_timeout_s,
-                           {"weight_seed": self.weight_seed, "return_state": False})
-                if mode == "compile":
-                    # torch.compile compiles on its first call: here, not inside the timing lock,
-                    # where every other judge's timing on the device would wait behind it.
-                    with self.judge.beside_timing():
-                        self._call(worker, "run", cfg.timing_timeout_s, {"input_seed": self._seed()},
-                                   expect={"output": object})
-                timed = self._timed(worker, "eager" if mode == "eager" else "torch.compile", keep=False)
-                self._time_sessions([timed])
-                worker.close()
-                sessions.append(TimingStats.from_session(timed.session, cfg.keep_samples))
-                fresh += 1
-                self.judge.baselines.put(key, mode, sessions)  # each session kept as it comes
+            label = "eager" if mode == "eager" else "torch.compile"
+            turn = (self.judge.baselines.turn(key, mode, lambda: self.judge.progress(
+                        f"waiting for another judge timing this task's {label} baseline"))
+                    if cfg.use_baseline_cache else nullcontext())
+            with turn:  # read after the turn: what the judge before it timed
+                sessions = self.judge.baselines.get(key, mode) if cfg.use_baseline_cache else []
+                fresh = 0
+                while not settled(sessions, t.baseline_tolerance, t.baseline_sessions, t.max_baseline_sessions,
+                                  t.precision):
+                    (worker,) = self.start_workers(("reference", mode))
+                    self._call(worker, "init_model", cfg.call_timeout_s,
+                               {"weight_seed": self.weight_seed, "return_state": False})
+                    if mode == "compile":
+                        # torch.compile compiles on its first call: here, not inside the timing lock,
+                        # where every other judge's timing on the device would wait behind it.
+                        with self.judge.beside_timing():
+                            self._call(worker, "run", cfg.timing_timeout_s, {"input_seed": self._seed()},
+                                       expect={"output": object})
+                    timed = self._timed(worker, label, keep=False)
+                    self._time_sessions([timed])
+                    worker.close()
+                    sessions.append(TimingStats.from_session(timed.session, cfg.keep_samples))
+                    fresh += 1
+                    self.judge.baselines.put(key, mode, sessions)  # each session kept as it comes
             v.timings[mode] = baseline_stats(sessions, t.baseline_tolerance, fresh, t.precision)
 
     def check_reference(self, report: ReferenceReport) -> None:
