@@ -54,10 +54,10 @@ PRELOAD = ("torch", "numpy", "torch.profiler", "torch._dynamo",
            "cuda_agent.judge.correctness", "cuda_agent.judge.audit", "cuda_agent.judge.floor",
            "cuda_agent.judge.device_exchange", "cuda_agent.judge.op_counter",
            "cuda_agent.judge.sandbox", "cuda_agent.judge.seccomp", "cuda_agent.judge.protocol")
-# torch.compile's compiler, for the baselines' workers, where torch is a CPU build: importing it
-# and its probe of the CPU's vector instructions cost about 2 s of each compile baseline's 3-6 s
-# otherwise. Not with a CUDA build: there they start the CUDA driver, and the server's children
-# could not use the GPU.
+# torch.compile's compiler, for the compile baselines' workers, where torch is a CPU build: each
+# such worker took 10 s longer importing it and probing the CPU's vector instructions itself. Not
+# with a CUDA build: there they start the CUDA driver, and the server's children could not use
+# the GPU.
 CPU_BUILD_PRELOAD = ("torch._inductor.compile_fx",)
 TOKEN_PLACEHOLDER = "0" * len(new_token())
 MESSAGE_BYTES = 1 << 20
@@ -90,6 +90,7 @@ class ForkRequest:
     affinity: frozenset[int]
     package_parent: str
     arena: bool = False             # an input arena follows the other descriptors
+    compiles: bool = False          # the worker runs torch.compile (_preload_compiler)
 
 
 # -- the judge's side ------------------------------------------------------------------------------
@@ -291,7 +292,6 @@ def serve(control_fd: int) -> None:
             importlib.import_module(name)
         except Exception as exc:  # a worker that needs it will say why, in its own log
             print(f"fork server: could not preload {name}: {exc}", flush=True)
-    _preload_compiler()
     sock = socket.socket(fileno=control_fd)
     if unsafe := _why_not_fork_safe():
         sock.send(pickle.dumps({"kind": "ready", "unsafe": unsafe}))
@@ -318,6 +318,8 @@ def serve(control_fd: int) -> None:
                     os._exit(0)  # the judge is gone
                 message = pickle.loads(data)
                 try:
+                    if message["request"].compiles:
+                        _preload_compiler()
                     pid = _fork(message["request"], fds, sock)
                     reply = {"kind": "started", "id": message["id"], "pid": pid}
                 except (OSError, ForkFailed) as exc:
@@ -341,15 +343,21 @@ def serve(control_fd: int) -> None:
             sock.send(pickle.dumps({"kind": "exited", "pid": pid, "returncode": os.waitstatus_to_exitcode(status)}))
 
 
+_compiler_preloaded = False
+
+
 def _preload_compiler() -> None:
-    """torch.compile's compiler, imported and its CPU probe made once for every worker, where
-    that cannot start a CUDA driver (CPU_BUILD_PRELOAD)."""
+    """torch.compile's compiler, imported and its CPU probe made once, when the first worker
+    that compiles is asked for (a judge that times no baseline never pays for it), for every
+    later one; only where that cannot start a CUDA driver (CPU_BUILD_PRELOAD)."""
     import importlib
 
     import torch
 
-    if torch.version.cuda is not None or getattr(torch.version, "hip", None) is not None:
+    global _compiler_preloaded
+    if _compiler_preloaded or torch.version.cuda is not None or getattr(torch.version, "hip", None) is not None:
         return
+    _compiler_preloaded = True
     try:
         for name in CPU_BUILD_PRELOAD:
             importlib.import_module(name)

@@ -149,7 +149,7 @@ class WorkerProcess:
         applied after the fork instead of before an exec."""
         request = ForkRequest(env=env, cwd=str(self.home), policy=self.spec.policy, launcher=launcher,
                               affinity=frozenset(os.sched_getaffinity(0)), package_parent=PACKAGE_PARENT,
-                              arena=self.spec.arena_fd >= 0)
+                              arena=self.spec.arena_fd >= 0, compiles=self.spec.role == "reference-compile")
         if self.spec.policy.landlock_fd >= 0:
             fds = [*fds, self.spec.policy.landlock_fd]
         if self.spec.arena_fd >= 0:
