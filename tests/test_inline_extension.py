@@ -49,6 +49,13 @@ def test_the_rules_read_what_a_define_flag_puts_into_the_code():
     assert call.sources()["main.cpp"].startswith("#define F at::relu\n")
     found = scan_inline_build(call.sources(), call.extra_ldflags, task, "cpu")
     assert {v.rule for v in found} == {"torch_compute"}, [v.render() for v in found]
+    # nvcc reads a comma-separated list after -D, and hands -Xcompiler's flags to the host compiler.
+    for flags in (["-DA=1,F=at::relu"], ["-Xcompiler -DF=at::relu"], ["--compiler-options=-O3,-DF=at::relu"],
+                  ["-Xcompiler=-DF=at::relu"]):
+        call = InlineCall.from_arguments("m", "", cuda_sources="torch::Tensor f(torch::Tensor x) { return F(x); }",
+                                         functions=["f"], extra_cuda_cflags=flags)
+        assert not call.flag_problems(), flags
+        assert "#define F at::relu\n" in call.sources()["cuda.cu"], flags
 
 
 def test_flags_that_only_change_code_generation_are_passed_on():

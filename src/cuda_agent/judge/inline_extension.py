@@ -158,9 +158,9 @@ class InlineCall:
         and the bindings of ``functions``, made from checked identifiers): what the rules read.
         A ``-DNAME=VALUE`` flag is code too (``-DF=at::relu`` turns ``F(x)`` into an ATen call),
         so each comes first, as the ``#define`` it is."""
-        sources = {"main.cpp": _defines(self.extra_cflags) + "\n".join(self.cpp_sources)}
+        sources = {"main.cpp": _defines(self.extra_cflags, nvcc=False) + "\n".join(self.cpp_sources)}
         if self.cuda_sources:
-            sources["cuda.cu"] = _defines(self.extra_cuda_cflags) + "\n".join(self.cuda_sources)
+            sources["cuda.cu"] = _defines(self.extra_cuda_cflags, nvcc=True) + "\n".join(self.cuda_sources)
         return sources
 
     def flag_problems(self) -> list[str]:
@@ -195,12 +195,28 @@ def _strings(value: Any, what: str) -> tuple[str, ...]:
     raise InlineCallError(f"load_inline's {what} must be a string or a list of strings")
 
 
-def _defines(flags: tuple[str, ...]) -> str:
-    """The macros ``-D`` flags define, as the lines a compiler reads them as."""
-    lines = []
+def _defines(flags: tuple[str, ...], nvcc: bool) -> str:
+    """The macros ``-D`` flags define, as the lines a compiler reads them as: nvcc's own (a
+    comma-separated list each) and those it hands the host compiler (``-Xcompiler -DF=...``,
+    ``--compiler-options=-DA,-DB``) as well."""
+    definitions, host = [], False
     for word in _words(flags):
-        if word.startswith("-D") and len(word) > 2:
-            name, _, value = word[2:].partition("=")
+        if host:  # the word after a bare -Xcompiler
+            words, host = word.split(","), False
+        elif nvcc and word in _HOST_PASS:
+            words, host = [], True
+        elif nvcc and word.startswith(_HOST_PASS):
+            words = word.split("=", 1)[1].split(",") if "=" in word else []
+        else:
+            words = [word]
+            if nvcc and word.startswith("-D"):
+                definitions += word[2:].split(",")
+                continue
+        definitions += [w[2:] for w in words if w.startswith("-D")]
+    lines = []
+    for definition in definitions:
+        if definition:
+            name, _, value = definition.partition("=")
             lines.append(f"#define {name} {value or '1'}\n")
     return "".join(lines)
 
