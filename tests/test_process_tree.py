@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.judge.process_tree import (TOKEN_VARIABLE, ProcessTree, launched, new_token, only_child,
-                                           strays_elsewhere)
+from cuda_agent.judge.process_tree import (TOKEN_VARIABLE, ProcessTree, RunqueueWait, launched, new_token,
+                                           only_child, strays_elsewhere)
 from cuda_agent.solution import load_solution
 from cuda_agent.task import load_task
 
@@ -203,3 +203,27 @@ def test_the_launcher_dies_as_its_worker_did(signal_number):
     assert done.returncode == -signal_number, done.stderr.decode()[-2000:]
     exited = subprocess.run(launched([sys.executable, "-c", "raise SystemExit(3)"], sys.executable), timeout=60)
     assert exited.returncode == 3
+
+
+def test_a_process_kept_from_the_cpu_by_others_is_seen_to_wait():
+    # Three busy processes on one core: each runs about a third of the time and waits the rest,
+    # which the kernel counts and the judge reads (RunqueueWait); sleeping is not waiting.
+    core = min(os.sched_getaffinity(0))
+    busy = "import os, time\nos.sched_setaffinity(0, {%d})\nend = time.time() + 0.8\nwhile time.time() < end: pass\n" % core
+    children = [subprocess.Popen([sys.executable, "-c", busy]) for _ in range(3)]
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.8)"])
+    try:
+        time.sleep(0.15)  # all started and settled: the sleeper asleep, the others on their core
+        waits = [RunqueueWait(f"/proc/{child.pid}/schedstat") for child in (*children, sleeper)]
+        before = [w.read() for w in waits]
+        if None in before or not any(int(open(f"/proc/{c.pid}/schedstat").read().split()[0]) for c in children):
+            pytest.skip("this kernel keeps no scheduler statistics (/proc/PID/schedstat)")
+        time.sleep(0.4)
+        waited = [w.read() - b for w, b in zip(waits, before)]
+    finally:
+        for child in (*children, sleeper):
+            child.wait()
+    assert all(w > 50 for w in waited[:3]), waited
+    assert waited[3] < 5, waited
+    waits[0].close()
+    assert waits[0].read() is None

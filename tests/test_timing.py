@@ -7,7 +7,7 @@ import math
 import pytest
 
 from cuda_agent.judge.config import TimingConfig
-from cuda_agent.judge.timing import (Session, TimingStats, consistency_problem, integrity_problem,
+from cuda_agent.judge.timing import (Session, TimingStats, consistency_problem, integrity_problem, load_excuse,
                                      resolution_problem)
 
 
@@ -165,6 +165,29 @@ def test_several_references_hold_the_candidate_to_the_smallest_overheads():
     assert "outside the timed calls" in integrity_problem(candidate, [noisy, quiet])
     assert "longer than the candidate's own clock says" in integrity_problem(
         session([1.0] * 50, go=[1.5] * 50, prepare=[1.0] * 50), [noisy, quiet])
+
+
+def test_steps_longer_only_by_waiting_for_a_cpu_are_excused_and_nothing_else_is():
+    # Under load the scheduler made the candidate's worker wait 9 ms in each prepare step and
+    # the reference's not at all: the kernel's count of that waiting explains the longer step.
+    reference = session([2.0] * 20, go=[2.1] * 20, prepare=[1.0] * 20)
+    reference.prepare_wait_ms, reference.go_wait_ms = [0.0] * 20, [0.0] * 20
+    waited = session([2.0] * 20, go=[2.1] * 20, prepare=[10.0] * 20)
+    waited.prepare_wait_ms, waited.go_wait_ms = [9.0] * 20, [0.0] * 20
+    problem = integrity_problem(waited, reference)
+    assert "outside the timed calls" in problem
+    excuse = load_excuse(problem, waited, [reference])
+    assert excuse.startswith(problem) and "waited 9.000 ms each for a CPU" in excuse and "too loaded" in excuse
+    # The same longer step while the worker was running all along is work: no excuse.
+    worked = session([2.0] * 20, go=[2.1] * 20, prepare=[10.0] * 20)
+    worked.prepare_wait_ms, worked.go_wait_ms = [0.5] * 20, [0.0] * 20
+    assert load_excuse(integrity_problem(worked, reference), worked, [reference]) is None
+    # A channel longer than the waiting explains, or waits the kernel did not count: no excuse.
+    faked = session([0.001] * 20, go=[20.0] * 20, prepare=[1.0] * 20)
+    faked.prepare_wait_ms, faked.go_wait_ms = [0.0] * 20, [5.0] * 20
+    assert load_excuse(integrity_problem(faked, reference), faked, [reference]) is None
+    uncounted = session([2.0] * 20, go=[2.1] * 20, prepare=[10.0] * 20)
+    assert load_excuse(integrity_problem(uncounted, reference), uncounted, [reference]) is None
 
 
 def test_a_machine_too_loaded_to_bound_hidden_time_claims_nothing():

@@ -59,6 +59,7 @@ def test_no_split_where_sysfs_says_nothing(tmp_path):
 class Worker:
     def __init__(self, name: str) -> None:
         self.name = name
+        self.pid = 0  # no process: the session counts no waiting for a CPU
 
 
 def run_pair(flusher: bool, cpu: dict[str, float] | None = None,

@@ -141,6 +141,35 @@ def cpu_seconds(pid: int, settle_s: float = 0.002) -> float | None:
         return None
 
 
+class RunqueueWait:
+    """How long one thread has waited for a CPU while ready to run (the kernel's schedstat), in
+    ms, read as often as wanted from one open file; ``read`` gives None where the kernel keeps no
+    such count or the thread is gone.
+
+    Time a step spent so cannot be work done in it: on a loaded machine it is how a step gets
+    longer without anything hidden in it (``timing.load_excuse``).
+    """
+
+    def __init__(self, path: str):
+        try:
+            self._fd: int | None = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self._fd = None
+
+    def read(self) -> float | None:
+        if self._fd is None:
+            return None
+        try:
+            return int(os.pread(self._fd, 128, 0).split()[1]) / 1e6
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
 def _namespace(pid: int | str) -> int | None:
     try:
         return os.stat(f"/proc/{pid}/ns/pid").st_ino

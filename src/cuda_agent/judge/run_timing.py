@@ -18,7 +18,7 @@ from .roofline import NOT_ON_CPU, device_peaks, floor_peaks, not_drawn, roofline
 from .reference import ReferenceReport
 from .process_tree import cpu_seconds, strays_elsewhere
 from .session import TimedSession, interleave
-from .timing import (Session, TimingStats, consistency_problem, drift_problem, integrity_problem,
+from .timing import (Session, TimingStats, consistency_problem, drift_problem, integrity_problem, load_excuse,
                      resolution_problem, stability_problem)
 from .verdict import Violation
 from .worker_process import WorkerError, WorkerProcess
@@ -110,6 +110,8 @@ class RunTiming:
         # that fails either is timed again (up to timing_attempts); only an attempt that passes
         # counts. Each attempt is held to the smallest reference overheads seen so far, so
         # retrying never loosens the bound, and every failed attempt is recorded in the verdict.
+        # A failure that the candidate's waiting for a CPU explains (timing.load_excuse) is not
+        # a refusal: such a timing claims no speedup.
         eager = self._settled_baseline("eager")
         calibrations: list[Session] = []
         failed_attempts: list[str] = []
@@ -142,7 +144,9 @@ class RunTiming:
             calibrations.append(calibration.session)
             reference = TimingStats.from_session(calibration.session)
             problem = integrity_problem(session, calibrations, backend)
-            unsteady = (stability_problem(v.timings["candidate"], self.timing.max_uncertainty)
+            unsteady = load_excuse(problem, session, calibrations, backend) if problem else None
+            problem = None if unsteady else problem
+            unsteady = (unsteady or stability_problem(v.timings["candidate"], self.timing.max_uncertainty)
                         or resolution_problem(calibrations)
                         or drift_problem(reference, eager, self.timing.drift_tolerance)
                         or foreign_processes(strays_elsewhere(self.cand.tree)))
@@ -154,6 +158,8 @@ class RunTiming:
                 "candidate_gap_ms": v.timings["candidate"].gap_median_ms,
                 "reference_gap_ms": reference.gap_median_ms,
                 "candidate_background_cpu_ms": session.background_cpu_mean_ms,
+                "candidate_wait_ms": session.wait_median_ms,
+                "reference_wait_ms": calibration.session.wait_median_ms,
                 "inputs_staged": True if stager is not None else f"no: {self.arena.get('why')}",
                 "reference_ms": reference.median_ms,
                 "precision": v.timings["candidate"].precision,

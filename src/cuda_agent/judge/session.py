@@ -28,6 +28,11 @@ level (960 MB read on a 480 MB L3): the check of that step against the reference
 (``timing.integrity_problem``) then sees work moved into it, and the flush's cost, which depends
 on the dirty lines the call before left, falls on a process whose time is not compared.
 
+For every call the judge also reads how long the worker's stepping thread waited for a CPU in
+each step (the kernel's count, ``process_tree.RunqueueWait``): on a loaded machine the scheduler
+can make one side wait more than the other, call after call, and the judge then cannot tell that
+from hidden work (``timing.load_excuse``).
+
 A session with a ``cpu_clock`` (the worker's process CPU clock, cpu backend) also records, for
 each timed call, the CPU time the worker used between the end of its prepare step and its go,
 while its timing thread waits: work other threads did while it was not being timed
@@ -47,6 +52,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from .process_tree import RunqueueWait
 from .timing import Session, median_interval, window_for
 
 if TYPE_CHECKING:
@@ -91,13 +97,18 @@ class TimedSession:
         self.window_ms = 0.0
         self._warm_calls: list[float] = []
         self._i = 0                        # calls made so far, warm-up included
-        self._next: tuple[int, float, float | None] | None = None  # the prepared call: seed, prepare ms, CPU s
+        # The prepared call: seed, prepare ms, CPU s, ms waited for a CPU in the prepare step.
+        self._next: tuple[int, float, float | None, float | None] | None = None
+        self._wait: RunqueueWait | None = None
         self._last_go_s: float | None = None     # the judge's clock on the previous call's go step
         self.done = False
         self.ops: dict | None = None              # the session's ops, from the worker's counter
         self.counter_watching: bool | None = None
 
     def begin(self) -> None:
+        # Only the worker's: the judge polls through a call, so its own waiting overlaps the work
+        # being timed and would excuse it.
+        self._wait = RunqueueWait(f"/proc/{self.worker.pid}/schedstat")
         message = {"cmd": "time", "max_calls": self.max_calls, "cores": self.cores, "keep": self.keep}
         if self.stager is not None:
             message["arena"] = self.arena
@@ -114,7 +125,7 @@ class TimedSession:
         if self.done:
             return
         timed = self._i >= self.warmup
-        seed, prepare_ms, cpu_before = self._next
+        seed, prepare_ms, cpu_before, prepare_wait_ms = self._next
         self._next = None
         if self.stager is not None:
             # This call's inputs, now that the worker has answered its prepare step; the stager
@@ -128,6 +139,7 @@ class TimedSession:
         background_ms = None
         if cpu_before is not None and (cpu_after := self._cpu()) is not None:
             background_ms = (cpu_after - cpu_before) * 1e3
+        waited_before = self._waited()
         t1 = time.perf_counter()
         reply = self._exchange(self.worker, None, self._limit(timed),
                                {"step": "go", "keep": self.keep and timed, "window_ms": self.window_ms},
@@ -135,10 +147,11 @@ class TimedSession:
                                        "window_ms": (float, type(None)), "threads": int},
                                spin_s=go_spin_s(self._last_go_s))
         t2 = time.perf_counter()
+        go_wait_ms = _difference(waited_before, self._waited())
         self._last_go_s = t2 - t1
         self._i += 1
         if timed:
-            self._record(seed, prepare_ms, (t2 - t1) * 1e3, reply, background_ms)
+            self._record(seed, prepare_ms, (t2 - t1) * 1e3, reply, background_ms, (prepare_wait_ms, go_wait_ms))
         else:
             self._warm_calls.append(reply["call_ms"])
         if not self.done:
@@ -154,25 +167,35 @@ class TimedSession:
         if timed and not self.window_ms and self.use_window:
             self.window_ms = window_for(self._warm_calls)
         seed = self._seed()
-        t0 = time.perf_counter()
         fields = {"step": "prepare", "linger_s": self.linger_s}
         fields.update({"staged": True} if self.stager is not None else {"seed": seed})
         if self.flusher is not None:
             fields["flush"] = "private"
+        waited_before = self._waited()
+        t0 = time.perf_counter()
         ready = self._exchange(self.worker, None, self._limit(timed), fields, expect={"full": bool})
         if ready["full"] and timed and self.keep:
             self.done = True  # no room left to keep this call's output for checking
             return
         prepare_ms = (time.perf_counter() - t0) * 1e3
-        self._next = (seed, prepare_ms, self._cpu())
+        prepare_wait_ms = _difference(waited_before, self._waited())
+        self._next = (seed, prepare_ms, self._cpu(), prepare_wait_ms)
+
+    def _waited(self) -> float | None:
+        """ms the worker's stepping thread has waited for a CPU while ready to run, so far."""
+        return self._wait.read() if self._wait is not None else None
 
     def _cpu(self) -> float | None:
         return self.cpu_clock() if self.cpu_clock is not None else None
 
-    def _record(self, seed: int, prepare_ms: float, go_ms: float, reply: dict, background_ms: float | None) -> None:
+    def _record(self, seed: int, prepare_ms: float, go_ms: float, reply: dict, background_ms: float | None,
+                waits: tuple[float | None, float | None]) -> None:
         s = self.session
         if background_ms is not None:
             s.background_cpu_ms.append(background_ms)
+        if None not in waits:
+            s.prepare_wait_ms.append(waits[0])
+            s.go_wait_ms.append(waits[1])
         s.threads_grown += reply["threads"] > 0
         self.seeds.append(seed)
         s.host_ms.append(reply["host_ms"])
@@ -193,9 +216,15 @@ class TimedSession:
         """End the session; the number of outputs the worker says it kept. The worker's count of
         the ops its calls dispatched, if it keeps one, is left in ``ops``."""
         reply = self._exchange(self.worker, None, self.call_timeout_s, {"step": "stop"}, expect={"calls": int})
+        if self._wait is not None:
+            self._wait.close()
         self.ops = reply.get("ops")
         self.counter_watching = reply.get("counter_watching")
         return reply["calls"]
+
+
+def _difference(before: float | None, after: float | None) -> float | None:
+    return after - before if before is not None and after is not None else None
 
 
 def interleave(sessions: list[TimedSession], deadline_s: float, on_timeout: Callable[[TimedSession], Any]) -> None:

@@ -89,6 +89,24 @@ class Session:
     # The worker's CPU time between each prepare step's end and its go, while its timing thread
     # waits: what its other threads did untimed (cpu backend).
     background_cpu_ms: list[float] = field(default_factory=list)
+    # How long the worker's stepping thread waited for a CPU while ready to run, in each prepare
+    # step and each go step (the kernel's count; empty where it keeps none).
+    prepare_wait_ms: list[float] = field(default_factory=list)
+    go_wait_ms: list[float] = field(default_factory=list)
+
+    def less_waiting(self) -> "Session | None":
+        """This session with the time each step waited for a CPU taken out of the judge's step
+        times, or None where the waits were not counted."""
+        if len(self.prepare_wait_ms) != len(self.prepare_ms) or len(self.go_wait_ms) != len(self.go_ms):
+            return None
+        return replace(self, prepare_ms=[p - w for p, w in zip(self.prepare_ms, self.prepare_wait_ms)],
+                       go_ms=[g - w for g, w in zip(self.go_ms, self.go_wait_ms)])
+
+    @property
+    def wait_median_ms(self) -> float | None:
+        """The median time a call's prepare and go steps waited for a CPU, together."""
+        waits = [p + g for p, g in zip(self.prepare_wait_ms, self.go_wait_ms)]
+        return statistics.median(waits) if waits else None
 
     @property
     def background_cpu_mean_ms(self) -> float | None:
@@ -314,6 +332,28 @@ def integrity_problem(candidate: Session, reference: Session | list[Session], ba
             return (f"the candidate's process used {background:.3f} ms of CPU per call while it was not being timed "
                     f"(at most {bound:.3f} ms): a thread of its own is working outside the timed calls")
     return None
+
+
+def load_excuse(problem: str, candidate: Session, references: list[Session], backend: str = "cuda") -> str | None:
+    """Why ``problem`` (from ``integrity_problem``) may be the machine's load and not hidden work,
+    or None when it cannot be.
+
+    On a machine with more runnable processes than cores, a process that has used more CPU than
+    another is the one the scheduler makes wait, so load can lengthen the candidate's steps more
+    than the reference's beside them, every call alike, which pairing the calls does not cancel.
+    The kernel counts that waiting (``process_tree.RunqueueWait``): where the candidate's steps
+    pass with each side's waiting taken out, the judge cannot tell its time from load. That
+    only excuses the candidate from the refusal: no speedup is paid on such a timing, so a
+    candidate that makes itself wait gains nothing by it.
+    """
+    less = candidate.less_waiting()
+    others = [r.less_waiting() for r in references]
+    if (less is None or not less.go_ms or any(r is None or not r.go_ms for r in others)
+            or integrity_problem(less, others, backend) is not None):
+        return None
+    return (f"{problem}; but its calls waited {candidate.wait_median_ms:.3f} ms each for a CPU (the reference's "
+            f"{references[-1].wait_median_ms:.3f} ms): the machine is too loaded to tell work hidden outside the timed "
+            "calls from waiting")
 
 
 def _finite_or_none(value: float) -> float | None:
