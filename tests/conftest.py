@@ -66,10 +66,10 @@ def _run_gate() -> DeviceGate | None:
 # Files that take minutes of one process each (--durations=0 on a 2-core machine, docs/
 # benchmarks.md), longest first: handed out before the rest, so that no process is left running one
 # of them alone at the end while the others have nothing left to do.
-LONG_FILES = ("tests/bench/test_bench_cpu.py", "tests/honest/test_honest.py", "tests/adversarial/test_adversarial.py",
-              "tests/train/test_demo.py", "tests/test_cli.py", "tests/synth/test_pipeline.py",
-              "tests/cluster/test_ray_users.py", "tests/test_precision.py", "tests/test_judge_cpu.py",
-              "tests/test_build.py", "tests/cluster/test_ray_pool.py")
+LONG_FILES = ("tests/train/test_demo.py", "tests/bench/test_bench_cpu.py", "tests/honest/test_honest.py",
+              "tests/test_cli.py", "tests/adversarial/test_adversarial.py", "tests/cluster/test_ray_users.py",
+              "tests/synth/test_pipeline.py", "tests/cluster/test_ray_pool.py", "tests/test_judge_cpu.py",
+              "tests/test_build.py", "tests/test_precision.py")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -117,6 +117,21 @@ def _shared_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
     path = tmp_path_factory.getbasetemp().parent / name
     path.mkdir(exist_ok=True)
     return path
+
+
+@pytest.fixture(scope="session")
+def torch_crawl(tmp_path_factory: pytest.TempPathFactory):
+    """``crawl_torch()``'s catalogue, crawled once for the whole run and read by every test process
+    (the crawl probes every torch operator: 15 s on two idle cores, twice that beside other tests)."""
+    from filelock import FileLock
+
+    from cuda_agent.synth.seeds import crawl_torch, load_catalogue, save_catalogue
+
+    path = _shared_dir(tmp_path_factory, "torch-crawl") / "seeds.json"
+    with FileLock(f"{path}.lock"):
+        if not path.is_file():
+            save_catalogue(crawl_torch(), path)
+    return load_catalogue(path)
 
 
 @pytest.fixture(scope="session")

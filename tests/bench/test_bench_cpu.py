@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 

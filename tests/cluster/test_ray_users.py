@@ -51,13 +51,13 @@ def test_the_training_reward_scores_through_ray(judge_cache):
     assert results[1].score == -1 and "no usable solution" in results[1].reason
 
 
-def test_synthesis_on_ray_accepts_tasks_like_the_local_workers(tmp_path):
+def test_synthesis_on_ray_accepts_tasks_like_the_local_workers(tmp_path, torch_crawl):
     from cuda_agent.synth.synthesis import SynthOptions, run_synthesis
     from cuda_agent.synth.records import FILTERS
-    from cuda_agent.synth.seeds import crawl_torch, save_catalogue
+    from cuda_agent.synth.seeds import save_catalogue
 
     out = tmp_path / "ds"
-    save_catalogue(crawl_torch(), out / "seeds.json")
+    save_catalogue(torch_crawl, out / "seeds.json")
     # the settings of tests/synth/test_pipeline.py's small dataset, on two Ray workers
     options = SynthOptions(n=2, out=out, device="cpu", workers=2, window_ms=(0.005, 1.0), max_tensor_bytes=1 << 24,
                            kernelbench=str(FIXTURES / "kernelbench"), include_transformers=False, pool="ray")

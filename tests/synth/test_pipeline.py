@@ -13,15 +13,15 @@ from cuda_agent.errors import SynthesisError
 from cuda_agent.synth.synthesis import (LOG_NAME, PAPER_MIX, RunState, SynthOptions, Synthesizer,
                                        next_category, read_log, run_synthesis)
 from cuda_agent.synth.records import FILTERS, Candidate, Outcome
-from cuda_agent.synth.seeds import crawl_torch, save_catalogue
+from cuda_agent.synth.seeds import save_catalogue
 
 KERNELBENCH = Path(__file__).resolve().parents[1] / "fixtures" / "kernelbench"
 WINDOW = (0.005, 1.0)  # small tasks, so that every check runs quickly on the CPU
 
 
 @pytest.fixture(scope="module")
-def catalogue():
-    return crawl_torch()
+def catalogue(torch_crawl):
+    return torch_crawl
 
 
 def options(out: Path, n: int, **extra) -> SynthOptions:

@@ -9,15 +9,15 @@ import torch
 
 from cuda_agent.synth.compose import ComposeSettings, OfflineComposer
 from cuda_agent.synth.estimate import estimate_forward, fit_batch
-from cuda_agent.synth.seeds import crawl_torch, load_catalogue, probe_operator, save_catalogue
+from cuda_agent.synth.seeds import load_catalogue, probe_operator, save_catalogue
 from cuda_agent.task import validate_task_source
 
 pytestmark = pytest.mark.slow  # the crawl of every torch module that most tests here share
 
 
 @pytest.fixture(scope="module")
-def crawl():
-    return crawl_torch()
+def crawl(torch_crawl):
+    return torch_crawl
 
 
 def test_crawl_finds_hundreds_of_seeds_of_every_torch_kind(crawl):
