@@ -398,9 +398,13 @@ def test_a_time_the_judge_cannot_pin_down_claims_no_speedup(judge_config, task, 
     fast = judge_config().timing
     config = judge_config(timing=dataclasses.replace(fast, max_uncertainty=1e-9), timing_attempts=1)
     v = Judge(config).judge(task, fixture_solution("cpu/correct"))
-    assert v.status == "ok" and v.correct, v.feedback
-    assert v.reward == 1 and v.reward_continuous == -1.0
-    assert v.speedup_vs_eager is None and v.speedup_vs_compile is None
+    assert v.speedup_vs_eager is None and v.speedup_vs_compile is None and v.reward <= 1, v.feedback
+    if v.status != "ok":
+        # Its one attempt may also fail a check of the steps around the calls (CI's machine once
+        # saw 2.6 ms where 1.8 ms was allowed): no speedup either way, which is the point here.
+        assert v.status == "runtime_error" and "not credible in 1 attempt" in v.error, v.feedback
+        return
+    assert v.correct and v.reward == 1 and v.reward_continuous == -1.0
     assert v.timings["candidate"] is not None and v.timings["eager"] is not None
     assert v.timing_integrity["stable"] is False
     assert any("no speedup is claimed" in note and "too noisy" in note for note in v.notes)
