@@ -10,9 +10,11 @@ and any other failure. Goal: no refusal in 100.
 
 Prints a table and writes JSON, and each judge's outcome to a JSONL beside it as it arrives.
 ``--max-minutes`` starts no judge after that long (the JSON says how many were judged). Run it on
-the GPU machine for the GPU figure.
+the GPU machine for the GPU figure. ``--busy N`` keeps N processes spinning beside the judges for
+the whole run: a machine loaded as a CI runner or a shared node is. On the cpu backend the
+example's CPU-sized task (``model_cpu.py``) is judged where it has one, as ``cuda-agent demo`` does.
 
-    python benchmarks/false_refusals.py [--device cuda|cpu] [--n 100] [--concurrency N] [--max-minutes M]
+    python benchmarks/false_refusals.py [--device cuda|cpu] [--n 100] [--concurrency N] [--max-minutes M] [--busy N]
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ import asyncio
 import collections
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from rich.console import Console
 from rich.progress import Progress
@@ -78,6 +83,18 @@ async def judge_all(pool, task, solution, n: int, feeders: int, deadline: float,
     return verdicts
 
 
+@contextmanager
+def busy_loops(n: int) -> Iterator[None]:
+    """``n`` processes spinning on the CPU while the block runs."""
+    spinning = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for process in spinning:
+            process.kill()
+            process.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default=None)
@@ -87,13 +104,16 @@ def main() -> None:
     parser.add_argument("--max-minutes", type=float, default=None, help="start no judge after this long")
     parser.add_argument("--exclusive-timing", action="store_true",
                         help="other judges' checks wait while one times (JudgeConfig.exclusive_timing)")
+    parser.add_argument("--busy", type=int, default=0, help="processes spinning beside the judges (a loaded machine)")
     parser.add_argument("--out", type=Path, default=None, help="JSON (default: benchmarks/results/false_refusals-BACKEND.json)")
     args = parser.parse_args()
 
     backend = resolve_backend(args.device)
     concurrency = args.concurrency or default_concurrency()
     example = ROOT / "examples" / args.example
-    task, solution = load_task(example / "model.py"), load_solution(example / backend)
+    cpu_sized = example / "model_cpu.py"
+    task_file = cpu_sized if backend == "cpu" and cpu_sized.is_file() else example / "model.py"
+    task, solution = load_task(task_file), load_solution(example / backend)
     out = args.out or ROOT / "benchmarks" / "results" / f"false_refusals-{backend}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     log = out.with_suffix(".jsonl")
@@ -104,7 +124,7 @@ def main() -> None:
             asyncio.run(pool.evaluate(task, solution, "profile"))  # builds and caches the baselines
             started = time.perf_counter()
             deadline = time.monotonic() + (args.max_minutes * 60 if args.max_minutes else float("inf"))
-            with Progress(console=Console(stderr=True)) as progress:
+            with busy_loops(args.busy), Progress(console=Console(stderr=True)) as progress:
                 verdicts = asyncio.run(judge_all(pool, task, solution, args.n, concurrency, deadline, log, progress))
             seconds = time.perf_counter() - started
     counts = collections.Counter(outcome(v) for v in verdicts)
@@ -112,14 +132,16 @@ def main() -> None:
     medians = [v.timings["candidate"].median_ms for v in verdicts if v.timings.get("candidate")]
     judged = len(verdicts)
     result = {"command": " ".join(sys.argv), "backend": backend, "example": args.example, "asked": args.n,
-              "judged": judged, "concurrency": concurrency, "exclusive_timing": args.exclusive_timing,
+              "task": task_file.name, "judged": judged, "concurrency": concurrency,
+              "exclusive_timing": args.exclusive_timing, "busy_processes": args.busy,
               "seconds": seconds, "outcomes": dict(counts),
               "rewards": {str(k): v for k, v in sorted(rewards.items())},
               "refusal_rate": counts.get("refused", 0) / max(1, judged),
               "candidate_median_ms": {"median": statistics.median(medians), "min": min(medians),
                                       "max": max(medians)} if medians else None,
               "goal_met": counts.get("refused", 0) == 0 and judged >= 100}
-    table = Table(title=f"{judged} honest judges of {args.example} ({backend}, {concurrency} at once, {seconds:.0f} s)")
+    table = Table(title=f"{judged} honest judges of {args.example} ({backend}, {concurrency} at once, "
+                        f"{args.busy} busy processes beside, {seconds:.0f} s)")
     for column in ("outcome", "judges"):
         table.add_column(column)
     for name, count in counts.most_common():
