@@ -225,5 +225,6 @@ def test_a_process_kept_from_the_cpu_by_others_is_seen_to_wait():
             child.wait()
     assert all(w > 50 for w in waited[:3]), waited
     assert waited[3] < 5, waited
-    waits[0].close()
+    for wait in waits:
+        wait.close()
     assert waits[0].read() is None

@@ -169,6 +169,9 @@ class RunqueueWait:
             os.close(self._fd)
             self._fd = None
 
+    # A session that fails or times out never reaches its finish: its file is not left open.
+    __del__ = close
+
 
 def _namespace(pid: int | str) -> int | None:
     try:

@@ -144,9 +144,10 @@ class RunTiming:
             calibrations.append(calibration.session)
             reference = TimingStats.from_session(calibration.session)
             problem = integrity_problem(session, calibrations, backend)
-            unsteady = load_excuse(problem, session, calibrations, backend) if problem else None
-            problem = None if unsteady else problem
-            unsteady = (unsteady or stability_problem(v.timings["candidate"], self.timing.max_uncertainty)
+            excuse = load_excuse(problem, session, calibrations, backend) if problem else None
+            if excuse:
+                problem = None
+            unsteady = (excuse or stability_problem(v.timings["candidate"], self.timing.max_uncertainty)
                         or resolution_problem(calibrations)
                         or drift_problem(reference, eager, self.timing.drift_tolerance)
                         or foreign_processes(strays_elsewhere(self.cand.tree)))
