@@ -207,13 +207,22 @@ def test_the_launcher_dies_as_its_worker_did(signal_number):
 
 def test_a_process_kept_from_the_cpu_by_others_is_seen_to_wait():
     # Three busy processes on one core: each runs about a third of the time and waits the rest,
-    # which the kernel counts and the judge reads (RunqueueWait); sleeping is not waiting.
+    # which the kernel counts and the judge reads (RunqueueWait); sleeping is not waiting. Each
+    # child says when it is past its interpreter's start-up, which on a loaded machine itself
+    # waits for a CPU, so the window measures only the spinning and the sleeping.
     core = min(os.sched_getaffinity(0))
-    busy = "import os, time\nos.sched_setaffinity(0, {%d})\nend = time.time() + 0.8\nwhile time.time() < end: pass\n" % core
-    children = [subprocess.Popen([sys.executable, "-c", busy]) for _ in range(3)]
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.8)"])
+    busy = ("import os, sys, time\nos.sched_setaffinity(0, {%d})\nprint(flush=True)\n"
+            "end = time.time() + 30\nwhile time.time() < end: pass\n" % core)
+    sleeper_code = "import time\nprint(flush=True)\ntime.sleep(30)\n"
+    children = [subprocess.Popen([sys.executable, "-c", busy], stdout=subprocess.PIPE) for _ in range(3)]
+    sleeper = subprocess.Popen([sys.executable, "-c", sleeper_code], stdout=subprocess.PIPE)
     try:
-        time.sleep(0.15)  # all started and settled: the sleeper asleep, the others on their core
+        for child in (*children, sleeper):
+            child.stdout.readline()
+        deadline = time.monotonic() + 30
+        while open(f"/proc/{sleeper.pid}/stat").read().rsplit(")", 1)[1].split()[0] != "S":
+            assert time.monotonic() < deadline, "the sleeper never went to sleep"
+            time.sleep(0.01)  # from its print to its sleep
         waits = [RunqueueWait(f"/proc/{child.pid}/schedstat") for child in (*children, sleeper)]
         before = [w.read() for w in waits]
         if None in before or not any(int(open(f"/proc/{c.pid}/schedstat").read().split()[0]) for c in children):
@@ -222,7 +231,9 @@ def test_a_process_kept_from_the_cpu_by_others_is_seen_to_wait():
         waited = [w.read() - b for w, b in zip(waits, before)]
     finally:
         for child in (*children, sleeper):
+            child.kill()
             child.wait()
+            child.stdout.close()
     assert all(w > 50 for w in waited[:3]), waited
     assert waited[3] < 5, waited
     for wait in waits:
