@@ -23,7 +23,7 @@ CHAT_TEMPLATE = (
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 
-def build_tiny_model(directory: Path, corpus: list[str], *, vocab_size: int = 16384, max_token_chars: int = 48, hidden: int = 128,
+def build_tiny_model(directory: Path, corpus: list[str], *, vocab_size: int = 16384, max_token_chars: int = 128, hidden: int = 128,
                      layers: int = 2, heads: int = 4, positions: int = 8192, seed: int = 0) -> Path:
     """Train the tokenizer on ``corpus``, initialise the model, save both to ``directory``."""
     import torch
