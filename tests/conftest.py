@@ -73,6 +73,14 @@ LONG_FILES = ("tests/train/test_demo.py", "tests/bench/test_bench_cpu.py", "test
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # One test process per core already: torch's thread pool in each (a training run, a model's
+        # generation) would put two threads per core, each waiting at every parallel region for
+        # the other to be scheduled. The judge sets its workers' threads itself.
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"
+        import torch
+
+        torch.set_num_threads(1)
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False  # xdist keeps the order below, not files by test count
 
