@@ -66,8 +66,7 @@ def _run_gate() -> DeviceGate | None:
 # Files that take minutes of one process each (--durations=0 on a 2-core machine, docs/
 # benchmarks.md), longest first: handed out before the rest, so that no process is left running one
 # of them alone at the end while the others have nothing left to do.
-LONG_FILES = ("tests/train/test_demo.py", "tests/bench/test_bench_cpu.py", "tests/honest/test_honest.py",
-              "tests/test_cli.py", "tests/adversarial/test_adversarial.py", "tests/cluster/test_ray_users.py",
+LONG_FILES = ("tests/train/test_demo.py", "tests/bench/test_bench_cpu.py", "tests/test_cli.py", "tests/adversarial/test_adversarial.py", "tests/cluster/test_ray_users.py",
               "tests/synth/test_pipeline.py", "tests/cluster/test_ray_pool.py", "tests/test_judge_cpu.py",
               "tests/test_build.py", "tests/test_precision.py")
 

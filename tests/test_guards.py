@@ -424,14 +424,21 @@ def test_root_candidates_lose_every_capability():
 
 
 def test_recording_thread_count_is_the_os_view():
-    before = recording.thread_count()
-    done = threading.Event()
-    thread = threading.Thread(target=done.wait)
-    thread.start()
-    time.sleep(0.01)
-    assert recording.thread_count() == before + 1
-    done.set()
-    thread.join()
+    # Other threads of the test process (a pool winding down) may start or end meanwhile: one of
+    # a few tries sees exactly the one thread started here.
+    seen = []
+    for _ in range(5):
+        before = recording.thread_count()
+        done = threading.Event()
+        thread = threading.Thread(target=done.wait)
+        thread.start()
+        time.sleep(0.01)
+        seen.append(recording.thread_count() - before)
+        done.set()
+        thread.join()
+        if seen[-1] == 1:
+            break
+    assert seen[-1] == 1, seen
 
 
 def test_kernels_in_an_anonymous_namespace_are_the_solutions_own():

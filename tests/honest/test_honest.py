@@ -85,7 +85,11 @@ def test_kernels_have_no_try_catch_or_token_pasting(name):
 
 
 # -- the CPU cases, judged end to end ------------------------------------------------------------
+# Marked timing: the verdict is "ok" only where the timing checks believe the candidate's time,
+# and under a parallel run's load an honest candidate's untimed steps can stray beyond what the
+# reference's beside them allow (a loaded two-core machine refused one case in ten this way).
 @pytest.mark.slow
+@pytest.mark.timing
 @pytest.mark.parametrize("name", CPU_CASES)
 def test_cpu_case_is_accepted(name, cpu_judge):
     task, solution = _load(name)
