@@ -1,9 +1,11 @@
-"""An fp32 task computed in less precision is paid no speed milestone; honest fp32 never is.
+"""A task computed in less precision than its dtype is paid no speed milestone; honest work never is.
 
-The judge runs the reference in float64 beside every check and compares the candidate's float32
-outputs with it, normwise, against the reference's own float32 error. Arithmetic in bfloat16 or
-TF32 (inputs rounded to 7 or 10 mantissa bits) passes the 1e-2 tolerance but not this bound;
-float32 in another order of summation stays near the reference's own error.
+The judge runs the reference in float64 beside every check and compares the candidate's float32,
+float16 and bfloat16 outputs with it, normwise, against the reference's own error at that dtype;
+float64 outputs against the reference's own. Arithmetic in bfloat16 or TF32 (inputs rounded to 7
+or 10 mantissa bits) passes the 1e-2 tolerance on a float32 task but not this bound, and so does
+float32 on a float64 task; the same dtype in another order of summation stays near the
+reference's own error.
 """
 
 from __future__ import annotations
@@ -13,10 +15,28 @@ import shutil
 import pytest
 import torch
 
-from cuda_agent.judge.correctness import (PRECISION_FLOOR, allowed_float32_error, float32_errors,
-                                          float64_norms, precision_report)
+from cuda_agent.judge.correctness import (BOUNDS_BY_NAME, allowed_error, float64_norms, precision_errors,
+                                          precision_report)
 from cuda_agent.solution import load_solution
 from cuda_agent.task import load_task
+
+
+PRECISION_FLOOR = BOUNDS_BY_NAME["float32"][1]
+
+
+def float32_errors(candidate, reference, norms) -> tuple[float, float] | None:
+    """The float32 outputs' (candidate's, reference's) errors, None where none were measured."""
+    found = [(c, r) for dtype, c, r in precision_errors(candidate, reference, norms) if dtype == "float32"]
+    assert len(found) <= 1
+    return found[0] if found else None
+
+
+def allowed_float32_error(reference_error: float) -> float:
+    return allowed_error("float32", reference_error)
+
+
+def report(*errors: tuple[float, float], dtype: str = "float32") -> dict:
+    return precision_report([(dtype, c, r) for c, r in errors])
 
 
 def round_mantissa(x: torch.Tensor, bits: int) -> torch.Tensor:
@@ -42,7 +62,7 @@ def test_float32_in_another_summation_order_is_not_reduced(gemm):
     errors = float32_errors(split_k, reference, float64_norms(reference, exact))
     assert errors is not None
     assert errors[0] < allowed_float32_error(errors[1])
-    assert precision_report([errors])["reduced"] is False
+    assert report(errors)["reduced"] is False
 
 
 @pytest.mark.parametrize("bits", [10, 7], ids=["tf32", "bf16"])
@@ -53,7 +73,7 @@ def test_tf32_and_bf16_arithmetic_are_reduced(gemm, bits):
     assert float((reduced - a @ b).norm() / (a @ b).norm()) < 1e-2
     errors = float32_errors(reduced, a @ b, float64_norms(a @ b, exact))
     assert errors[0] > allowed_float32_error(errors[1]) >= PRECISION_FLOOR
-    assert precision_report([errors])["reduced"] is True
+    assert report(errors)["reduced"] is True
 
 
 def direct_errors(candidate: torch.Tensor, reference: torch.Tensor, exact: torch.Tensor) -> tuple[float, float]:
@@ -88,7 +108,7 @@ def test_errors_of_very_small_and_very_large_outputs_are_measured(scale):
     tf32 = (exact * (1 + 1e-3 * torch.randn(1000, generator=generator, dtype=torch.float64))).float()
     errors = float32_errors(tf32, reference, float64_norms(reference, exact))
     assert errors is not None and errors[0] == pytest.approx(direct_errors(tf32, reference, exact)[0], rel=1e-3)
-    assert precision_report([errors])["reduced"] is True
+    assert report(errors)["reduced"] is True
 
 
 def test_places_where_the_float64_run_is_not_finite_are_left_out(gemm):
@@ -97,10 +117,10 @@ def test_places_where_the_float64_run_is_not_finite_are_left_out(gemm):
     exact[0, :5] = float("inf")
     exact[1, 0] = float("nan")
     reference = a @ b
-    norms = float64_norms(reference, exact)
+    norms = float64_norms(reference, exact)["errors"]["float32"]
     finite = torch.isfinite(exact)
-    assert norms["norm_sq"] == pytest.approx(float((exact[finite] ** 2).sum()), rel=1e-12)
-    assert norms["reference_sq"] == pytest.approx(float(((reference.double() - exact)[finite] ** 2).sum()), rel=1e-9)
+    assert norms["norm"] == pytest.approx(float(exact[finite].norm()), rel=1e-12)
+    assert norms["reference"] == pytest.approx(float((reference.double() - exact)[finite].norm()), rel=1e-9)
 
 
 def test_several_outputs_are_judged_together_and_others_skipped(gemm):
@@ -110,21 +130,72 @@ def test_several_outputs_are_judged_together_and_others_skipped(gemm):
     reduced = round_mantissa(a, 7) @ round_mantissa(b, 7)
     norms = float64_norms(reference, exacts)
     errors = float32_errors((reduced, torch.arange(3), reduced.sum(0)), reference, norms)
-    assert precision_report([errors])["reduced"] is True
-    assert precision_report([float32_errors(reference, reference, norms)])["reduced"] is False
+    assert report(errors)["reduced"] is True
+    assert report(float32_errors(reference, reference, norms))["reduced"] is False
 
 
-@pytest.mark.parametrize("norms", [None, [], {}, {"reference_sq": "0", "norm_sq": 1.0}, {"reference_sq": 0.0},
-                                   {"reference_sq": 0.0, "norm_sq": 0.0}, {"reference_sq": float("inf"), "norm_sq": 1.0}])
-def test_malformed_norms_judge_nothing(norms):
+@pytest.mark.parametrize("entry", [None, [], {}, {"reference": "0", "norm": 1.0}, {"reference": 0.0},
+                                   {"reference": 0.0, "norm": 0.0}, {"reference": float("inf"), "norm": 1.0}])
+def test_malformed_norms_judge_nothing(entry):
     x = torch.ones(3)
-    assert float32_errors(x, x, norms) is None
+    assert float32_errors(x, x, {"errors": {"float32": entry}}) is None
+    assert float32_errors(x, x, {"errors": entry}) is None
+    assert precision_errors(x, x, entry) == []
 
 
-def test_outputs_without_float32_are_not_judged():
+def test_outputs_without_floating_values_are_not_judged():
     x = torch.arange(6)
-    assert float32_errors(x, x, float64_norms(x, x.double())) is None
+    assert precision_errors(x, x, float64_norms(x, x.double())) == []
     assert precision_report([]) == {}
+
+
+def test_outputs_the_float64_run_left_narrow_are_named_not_measured(gemm):
+    a, b, exact = gemm
+    reference = (a @ b, (a @ b).half())
+    norms = float64_norms(reference, (exact, exact.half()))  # the model casts to float16 itself
+    assert norms["not_widened"] == ["float16"] and set(norms["errors"]) == {"float32"}
+    assert [dtype for dtype, _, _ in precision_errors(reference, reference, norms)] == ["float32"]
+
+
+# -- float64 tasks: the reference's own output is the yardstick --------------------------------
+def test_a_float64_task_computed_in_float32_or_tf32_is_reduced_and_reordered_float64_is_not(gemm):
+    a, b, _ = gemm
+    a, b = a.double(), b.double()
+    reference = a @ b
+    norms = float64_norms(reference, reference)  # no float32 outputs: nothing to widen
+    assert norms == {"errors": {}}
+    split_k = sum(a[:, k:k + 64] @ b[k:k + 64] for k in range(0, 512, 64))
+    in_float32 = (a.float() @ b.float()).double()
+    in_tf32 = (round_mantissa(a.float(), 10) @ round_mantissa(b.float(), 10)).double()
+    for candidate, reduced in ((reference, False), (split_k, False), (in_float32, True), (in_tf32, True)):
+        errors = precision_errors(candidate, reference, norms)
+        assert [e[0] for e in errors] == ["float64"] and errors[0][2] == 0.0
+        assert precision_report(errors)["reduced"] is reduced, errors
+    assert precision_report(precision_errors(in_float32, reference, norms))["against"] == \
+        "the reference's own float64 output"
+
+
+# -- float16 and bfloat16 tasks: the float64 run is the yardstick, as for float32 --------------
+def round_to(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """``x`` with its values rounded to ``bits`` mantissa bits (3: an 8-bit float's)."""
+    return round_mantissa(x.float(), bits).to(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_tasks_are_held_to_their_own_dtype(gemm, dtype):
+    a, b, _ = gemm
+    a, b = a.to(dtype), b.to(dtype)
+    exact = a.double() @ b.double()
+    reference = (a.float() @ b.float()).to(dtype)  # as PyTorch does: products summed in float32
+    norms = float64_norms(reference, exact)
+    assert set(norms["errors"]) == {str(dtype).removeprefix("torch.")}
+    split_k = sum(a[:, k:k + 64].float() @ b[k:k + 64].float() for k in range(0, 512, 64)).to(dtype)
+    in_8_bits = (round_to(a, 3).float() @ round_to(b, 3).float()).to(dtype)
+    assert float((in_8_bits.double() - reference.double()).norm() / reference.double().norm()) < 0.1
+    for candidate, reduced in ((reference, False), (split_k, False), (in_8_bits, True)):
+        errors = precision_errors(candidate, reference, norms)
+        assert len(errors) == 1 and errors[0][0] == str(dtype).removeprefix("torch.")
+        assert precision_report(errors)["reduced"] is reduced, errors
 
 
 ROUNDING = '''
@@ -221,18 +292,67 @@ def test_precision_the_reference_could_not_measure_for_lack_of_memory_is_not_pai
 
 
 @pytest.mark.slow
-def test_a_reference_that_cannot_run_in_float64_is_not_checked(cpu_judge, fixtures_dir):
+def test_a_reference_that_cannot_run_in_float64_is_not_checked_and_says_so(cpu_judge, fixtures_dir):
     task = _task_failing_in_float64(fixtures_dir, 'TypeError("no float64 kernel for this op")')
     verdict = cpu_judge.evaluate(task, load_solution(fixtures_dir / "solutions" / "cpu" / "correct"), stage="verify")
     assert verdict.status == "ok" and verdict.correct, verdict.error
-    assert verdict.precision == {}
-    assert not any("precision" in note for note in verdict.notes)
+    assert verdict.precision == {"unchecked": "the reference cannot run in float64 (TypeError: no float64 kernel "
+                                              "for this op): those outputs' precision is not checked"}
+    assert any(note.startswith("precision not checked: the reference cannot run in float64") for note in verdict.notes)
+    assert verdict.speedup_withheld is None  # the task offers no yardstick: nothing is held against the solution
+
+
+def float64_task(fixtures_dir):
+    """The fixture task on float64 inputs and parameters."""
+    from cuda_agent.task import task_from_source
+
+    source = (fixtures_dir / "tasks" / "scale_bias_relu.py").read_text()
+    source = source.replace("torch.randn(features)", "torch.randn(features, dtype=torch.float64)")
+    source = source.replace("torch.randn(batch_size, features)", "torch.randn(batch_size, features, dtype=torch.float64)")
+    assert source.count("dtype=torch.float64") == 2
+    return task_from_source(source, name="scale_bias_relu_f64", origin="tests")
+
+
+def float64_solution(fixtures_dir, root, backend: str, narrow: str | None):
+    """The fixture's solution made to take and return float64; ``narrow`` rewrites its arithmetic
+    (the kernel's one statement) to compute in less."""
+    shutil.copytree(fixtures_dir / "solutions" / backend / "correct", root)
+    model = root / "model_new.py"
+    model.write_text(model.read_text().replace("torch.empty(features)", "torch.empty(features, dtype=torch.float64)"))
+    assert "float64" in model.read_text()
+    for path in (root / "kernels").iterdir():
+        text = path.read_text().replace("float", "double").replace("kFloat32", "kFloat64")
+        if narrow and path.suffix in (".cpp", ".cu") and "_binding" not in path.name:
+            statement = "x[i] * scale + bias[i % cols]" if backend == "cuda" else "xr[c] * scale + bias[c]"
+            assert statement in text
+            text = text.replace(statement, narrow)
+        path.write_text(text)
+    return load_solution(root)
+
+
+@pytest.mark.slow
+def test_a_float64_task_computed_in_float32_is_paid_no_speedup_and_float64_work_is(cpu_judge, fixtures_dir, tmp_path):
+    task = float64_task(fixtures_dir)
+    narrowed = float64_solution(fixtures_dir, tmp_path / "narrow", "cpu",
+                                "(double)((float)xr[c] * (float)scale + (float)bias[c])")
+    verdict = cpu_judge.evaluate(task, narrowed, stage="verify")
+    assert verdict.status == "ok" and verdict.correct, verdict.error  # well within 1e-2
+    assert verdict.precision["reduced"] is True and verdict.precision["dtype"] == "float64", verdict.precision
+    assert verdict.precision["against"] == "the reference's own float64 output"
+    assert any(note.startswith("reduced precision: the float64 outputs") for note in verdict.notes)
+    honest = cpu_judge.evaluate(task, float64_solution(fixtures_dir, tmp_path / "honest", "cpu", None), stage="verify")
+    assert honest.status == "ok" and honest.precision["reduced"] is False, honest.precision
 
 
 def test_a_report_with_an_unmeasured_call_says_why():
-    report = precision_report([(1e-7, 1e-7)], "the reference's float64 run ran out of memory")
-    assert report["unmeasured"] == "the reference's float64 run ran out of memory" and report["reduced"] is False
+    said = precision_report([("float32", 1e-7, 1e-7)], "the reference's float64 run ran out of memory")
+    assert said["unmeasured"] == "the reference's float64 run ran out of memory" and said["reduced"] is False
     assert precision_report([], "out of memory") == {"unmeasured": "out of memory"}
+
+
+def test_a_report_names_the_dtype_nearest_its_bound():
+    said = precision_report([("float64", 1e-12, 0.0), ("float32", 1e-3, 1e-7)])
+    assert said["dtype"] == "float32" and said["reduced"] is True and said["allowed"] == pytest.approx(2.0 ** -14)
 
 
 CUDA_ROUNDING = '''
@@ -269,6 +389,27 @@ def test_a_cuda_kernel_that_computes_in_tf32_is_paid_no_speedup_and_the_honest_o
     honest = judge.evaluate(task, load_solution(fixtures_dir / "solutions" / "cuda" / "correct"), stage="verify")
     assert honest.status == "ok", honest.error
     assert honest.precision["reduced"] is False, honest.precision
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU with CUDA")
+def test_a_float64_task_computed_in_tf32_on_the_gpu_is_paid_no_speedup(judge_config, fixtures_dir, tmp_path):
+    from cuda_agent.judge.judge import Judge
+
+    judge = Judge(judge_config(backend="cuda"))
+    task = float64_task(fixtures_dir)
+    float64_solution(fixtures_dir, tmp_path / "tf32", "cuda",
+                     "(double)(to_tf32_precision((float)x[i]) * (float)scale + (float)bias[i % cols])")
+    kernel = next((tmp_path / "tf32" / "kernels").glob("*.cu"))
+    source = kernel.read_text()
+    kernel.write_text(source[:source.index("__global__")] + CUDA_ROUNDING + source[source.index("__global__"):])
+    reduced = judge.evaluate(task, load_solution(tmp_path / "tf32"), stage="profile")
+    assert reduced.status == "ok" and reduced.correct, reduced.error
+    assert reduced.precision["reduced"] is True and reduced.precision["dtype"] == "float64", reduced.precision
+    assert reduced.reward == 1 and reduced.speedup_vs_eager is None and "less precision" in reduced.speedup_withheld
+    honest = judge.evaluate(task, float64_solution(fixtures_dir, tmp_path / "honest", "cuda", None), stage="verify")
+    assert honest.status == "ok" and honest.precision["reduced"] is False, honest.precision
 
 
 @pytest.mark.slow

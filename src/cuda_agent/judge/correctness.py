@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 import torch
@@ -70,8 +70,10 @@ class _Tally:
     worst_excess: float = -math.inf
     problem: str = ""
     values: bool = True   # False: structure, types, dtypes and shapes only
-    float32_sq: float = 0.0       # sum of (c - r)^2 over float32 outputs, where both are finite
-    float32_judged: bool = False  # whether there was a float32 output to sum over
+    # Per floating dtype of the outputs (by name), L2 norms over the places where both are finite:
+    # of c - r, and of r (float64's yardstick is its own reference); a dtype judged has an entry.
+    distance: dict[str, float] = field(default_factory=dict)
+    magnitude: dict[str, float] = field(default_factory=dict)
 
     def fail(self, message: str) -> None:
         if not self.problem:
@@ -117,7 +119,10 @@ def _compare_tensor(cand: torch.Tensor, ref: torch.Tensor, where: str, atol: flo
     tally.elements += n
     if not tally.values:
         return
-    tally.float32_judged |= ref.dtype == torch.float32
+    contracted = dtype_name(ref.dtype) if ref.dtype in PRECISION_BOUNDS else None
+    if contracted:
+        tally.distance.setdefault(contracted, 0.0)
+        tally.magnitude.setdefault(contracted, 0.0)
     if n == 0:
         return
     if ref.dtype in EXACT_DTYPES:
@@ -149,10 +154,11 @@ def _compare_tensor(cand: torch.Tensor, ref: torch.Tensor, where: str, atol: flo
             tally.max_abs = max(tally.max_abs, float(finite_diff.max()))
             rel = finite_diff / r[both].abs().clamp_min(1e-12)
             tally.max_rel = max(tally.max_rel, float(rel.max()))
-            ref_norm = math.hypot(ref_norm, float(torch.linalg.vector_norm(r[both])))
-            err_norm = math.hypot(err_norm, float(torch.linalg.vector_norm(finite_diff)))
-            if ref.dtype == torch.float32:  # in float64, squares of float32 values neither overflow nor underflow
-                tally.float32_sq += float(finite_diff.square().sum())
+            chunk_ref, chunk_err = float(torch.linalg.vector_norm(r[both])), float(torch.linalg.vector_norm(finite_diff))
+            ref_norm, err_norm = math.hypot(ref_norm, chunk_ref), math.hypot(err_norm, chunk_err)
+            if contracted:
+                tally.distance[contracted] = math.hypot(tally.distance[contracted], chunk_err)
+                tally.magnitude[contracted] = math.hypot(tally.magnitude[contracted], chunk_ref)
         chunk_bad = int(bad.sum())
         if chunk_bad:
             count += chunk_bad
@@ -233,10 +239,10 @@ def compare_outputs(candidate: Any, reference: Any, index: int, atol: float, rto
 
 def compare_and_measure(candidate: Any, reference: Any, index: int, atol: float, rtol: float, norms: Any,
                         phase: str = "verify", norm_rtol: float | None = None,
-                        values: bool = True) -> tuple[CheckResult, tuple[float, float] | None]:
-    """``compare_outputs``, and the float32 errors (``float32_errors``) of a check that passed
-    where the reference's float64 run was measured (``norms`` from ``float64_norms``; otherwise
-    None: a failed check pays nothing anyway, and an unmeasured run is reported from ``norms``).
+                        values: bool = True) -> tuple[CheckResult, list[tuple[str, float, float]]]:
+    """``compare_outputs``, and the precision errors (``precision_errors``) of a check that passed
+    where the reference measured its float64 run (``norms`` from ``float64_norms``; none for a
+    failed check, which pays nothing anyway, nor for an unmeasured run, reported from ``norms``).
 
     Both come from one reading of the candidate's values: an output the candidate's process can
     still write to (the exchange buffer) cannot pass the comparison with one value and be
@@ -244,17 +250,31 @@ def compare_and_measure(candidate: Any, reference: Any, index: int, atol: float,
     tally = _tally(candidate, reference, atol, rtol, norm_rtol, values)
     check = _check_result(tally, index, phase)
     if not check.passed or not values or not isinstance(norms, dict) or norms.get("unmeasured"):
-        return check, None
-    return check, _float32_errors(tally, norms)
+        return check, []  # a reference not asked for its float64 run (precision not checked) included
+    return check, _precision_errors(tally, norms)
 
 
-# -- precision: an fp32 task computed in less ----------------------------------------------------
-# A float32 output may be off a float64 run of the reference by this many times the reference's
-# own float32 error, or by 2^-14, whichever is larger. TF32 (10 mantissa bits), bfloat16 and
-# float16 arithmetic all leave normwise errors well above 2^-14 (a few times 2^-11 or more);
-# float32 in any order of summation leaves errors near the reference's own.
-PRECISION_FACTOR = 256.0
-PRECISION_FLOOR = 2.0 ** -14
+# -- precision: a task computed in less than its dtype --------------------------------------------
+# Each floating dtype is a contract (docs/security.md): an output of that dtype may be off its
+# yardstick by FACTOR times the reference's own error at that dtype, or by FLOOR, whichever is
+# larger. The yardstick of float32, float16 and bfloat16 outputs is the reference run in float64;
+# float64 has nothing wider, so its yardstick is the reference's own float64 output (its own error
+# taken as nil) and the floor alone decides: 2^-32 lies between float64 in any order of summation
+# (errors near 2^-50) and anything computed in float32 or less (2^-24 and above). For float32,
+# TF32 (10 mantissa bits), bfloat16 and float16 arithmetic all leave a few times 2^-11 or more,
+# float32 in any order of summation errors near the reference's own. For float16 and bfloat16 the
+# next format down is an 8-bit float (2 or 3 mantissa bits: a GEMM's normwise error near 0.04);
+# their bounds sit between that and the reference's way of summing (in float32, rounding once)
+# in another order. A kernel that sums hundreds of terms in the 16-bit dtype itself comes near
+# them (bfloat16: 0.027 over 512 terms, where the bound is 0.027).
+PRECISION_BOUNDS = {torch.float64: (0.0, 2.0 ** -32), torch.float32: (256.0, 2.0 ** -14),
+                    torch.float16: (32.0, 2.0 ** -7), torch.bfloat16: (16.0, 2.0 ** -6)}
+BOUNDS_BY_NAME = {str(dtype).removeprefix("torch."): bound for dtype, bound in PRECISION_BOUNDS.items()}
+WIDENED = ("float32", "float16", "bfloat16")  # measured against the reference run in float64
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def tensor_leaves(value: Any) -> list:
@@ -294,64 +314,91 @@ def map_tensors(fn: Callable[[torch.Tensor], Any], value: Any) -> Any:
     return value
 
 
-def float64_norms(reference: Any, exact: Any) -> dict[str, float] | None:
-    """What the judge needs of ``exact`` (the reference run in float64) to measure float32 errors,
-    computed in the reference's process where both outputs live (on the GPU for the cuda
-    backend), in float64 over the float32 outputs' places where ``exact`` is finite: the
-    reference's own squared error ``||r - exact||^2`` and ``||exact||^2``. Two numbers cross to
-    the judge instead of a float64 copy of the output. None when the structures differ."""
+def float64_norms(reference: Any, exact: Any) -> dict[str, Any] | None:
+    """What the judge needs of ``exact`` (the reference run in float64) to measure the errors of
+    the float32, float16 and bfloat16 outputs, computed in the reference's process where both
+    outputs live (on the GPU for the cuda backend), in float64 over the places where ``exact`` is
+    finite: per dtype, the reference's own error ``||r - exact||`` and ``||exact||``. Numbers
+    cross to the judge instead of a float64 copy of the output. A dtype some of whose outputs the
+    float64 run did not widen (the model casts them back itself) is named under "not_widened" and
+    left out. None when the structures differ."""
     refs, exacts = tensor_leaves(reference), tensor_leaves(exact)
     if len(refs) != len(exacts):
         return None
-    reference_sq = norm_sq = 0.0
+    errors: dict[str, list[float]] = {}
+    not_widened: set[str] = set()
     for r, e in zip(refs, exacts):
-        if r.dtype != torch.float32 or e.shape != r.shape:
+        name = dtype_name(r.dtype)
+        if name not in WIDENED or e.shape != r.shape:
             continue
+        if e.dtype != torch.float64:
+            not_widened.add(name)
+            continue
+        own, norm = errors.setdefault(name, [0.0, 0.0])
         for _, r64, e64 in _wide_chunks(r, e):  # bounded memory beside the outputs
             finite = torch.isfinite(e64)
-            reference_sq += float(torch.where(finite, r64 - e64, 0.0).square().sum())
-            norm_sq += float(torch.where(finite, e64, 0.0).square().sum())
-    return {"reference_sq": reference_sq, "norm_sq": norm_sq}
+            own = math.hypot(own, float(torch.linalg.vector_norm(torch.where(finite, r64 - e64, 0.0))))
+            norm = math.hypot(norm, float(torch.linalg.vector_norm(torch.where(finite, e64, 0.0))))
+        errors[name] = [own, norm]
+    for name in not_widened:
+        errors.pop(name, None)
+    return {"errors": {k: {"reference": own, "norm": norm} for k, (own, norm) in errors.items()},
+            **({"not_widened": sorted(not_widened)} if not_widened else {})}
 
 
-def float32_errors(candidate: Any, reference: Any, norms: dict[str, float]) -> tuple[float, float] | None:
-    """Normwise relative errors, against the reference run in float64, of the candidate's and of
-    the reference's own float32 outputs: (candidate's, reference's). ``norms`` is
-    ``float64_norms(reference, exact)``.
+def precision_errors(candidate: Any, reference: Any, norms: Any) -> list[tuple[str, float, float]]:
+    """Normwise relative errors of the candidate's and of the reference's own outputs, per
+    floating dtype: ``(dtype, candidate's, reference's)``. ``norms`` is ``float64_norms(reference,
+    exact)`` (None or malformed: float64 outputs only).
 
-    The candidate's is measured as its distance from the reference's float32 output,
-    ``||c - r|| / ||exact||``, over the places where both are finite (a check that passed has the
-    same non-finite values as the reference elsewhere): by the triangle inequality it is within
-    the reference's own error of ``||c - exact|| / ||exact||``, and the bound it is held to is at
-    least 256 times that error, so it decides as the float64 comparison would except within 1/256
-    of the bound. Tensors unlike the reference's in dtype or shape are left out; None when
-    there are no float32 outputs to judge."""
-    return _float32_errors(_tally(candidate, reference, 0.0, 0.0, None, True), norms)
-
-
-def _float32_errors(tally: _Tally, norms: Any) -> tuple[float, float] | None:
-    reference_sq, norm_sq = (norms.get("reference_sq"), norms.get("norm_sq")) if isinstance(norms, dict) else (None, None)
-    cand_sq = tally.float32_sq
-    if not tally.float32_judged or not isinstance(reference_sq, float) or not isinstance(norm_sq, float) \
-            or norm_sq <= 0.0 or not math.isfinite(cand_sq + reference_sq + norm_sq):
-        return None
-    return math.sqrt(cand_sq / norm_sq), math.sqrt(reference_sq / norm_sq)
+    float64 outputs are measured against the reference's (its own error counted as nil). The
+    others against the reference run in float64, the candidate's as its distance from the
+    reference's output, ``||c - r|| / ||exact||``, over the places where both are finite (a check
+    that passed has the same non-finite values as the reference elsewhere): by the triangle
+    inequality that is within the reference's own error of ``||c - exact|| / ||exact||``, and the
+    bound it is held to is at least 16 times that error, so it decides as the float64 comparison
+    would except near the bound. Tensors unlike the reference's in dtype or shape are left out."""
+    return _precision_errors(_tally(candidate, reference, 0.0, 0.0, None, True), norms)
 
 
-def allowed_float32_error(reference_error: float) -> float:
-    return max(PRECISION_FACTOR * reference_error, PRECISION_FLOOR)
+def _precision_errors(tally: _Tally, norms: Any) -> list[tuple[str, float, float]]:
+    measured = norms.get("errors") if isinstance(norms, dict) else None
+    found = []
+    for name, distance in sorted(tally.distance.items()):
+        if name == "float64":
+            own, norm = 0.0, tally.magnitude[name]
+        else:
+            entry = measured.get(name) if isinstance(measured, dict) else None
+            own, norm = (entry.get("reference"), entry.get("norm")) if isinstance(entry, dict) else (None, None)
+        if not all(isinstance(x, float) and math.isfinite(x) for x in (own, norm, distance)) or norm <= 0.0:
+            continue
+        found.append((name, distance / norm, own / norm))
+    return found
 
 
-def precision_report(errors: list[tuple[float, float]], unmeasured: str | None = None) -> dict[str, Any]:
-    """What the checks' float32 errors say: the worst of each, the bound, and whether the
-    candidate computed in less than float32 (its error above the bound on any check).
-    ``unmeasured`` says why a call that should have been measured was not (the reference's
-    float64 run ran out of memory): precision not measured is precision not paid for."""
+def allowed_error(dtype: str, reference_error: float) -> float:
+    factor, floor = BOUNDS_BY_NAME[dtype]
+    return max(factor * reference_error, floor)
+
+
+def precision_report(errors: list[tuple[str, float, float]], unmeasured: str | None = None,
+                     unchecked: str | None = None) -> dict[str, Any]:
+    """What the checks' errors say (``precision_errors``, over every call checked): the check
+    nearest its bound or furthest past it, and whether the candidate computed in less than its
+    outputs' dtype (its error above the bound on any check). ``unmeasured`` says why a call that
+    should have been measured was not (the reference's float64 run ran out of memory): precision
+    not measured is precision not paid for. ``unchecked`` says which outputs the task itself
+    cannot have measured (the reference cannot run in float64): reported, not held against it."""
+    report: dict[str, Any] = {}
+    if errors:
+        worst = max(errors, key=lambda e: e[1] / allowed_error(e[0], e[2]))
+        dtype, candidate, own = worst
+        report = {"dtype": dtype, "candidate_error": candidate, "reference_error": own,
+                  "allowed": allowed_error(dtype, own),
+                  "reduced": any(c > allowed_error(d, r) for d, c, r in errors),
+                  "against": "the reference's own float64 output" if dtype == "float64" else "the reference run in float64"}
     if unmeasured:
-        return {**precision_report(errors), "unmeasured": unmeasured}
-    if not errors:
-        return {}
-    reduced = any(cand > allowed_float32_error(ref) for cand, ref in errors)
-    return {"candidate_error": max(c for c, _ in errors), "reference_error": max(r for _, r in errors),
-            "allowed": min(allowed_float32_error(r) for _, r in errors), "reduced": reduced,
-            "against": "the reference run in float64"}
+        report["unmeasured"] = unmeasured
+    if unchecked:
+        report["unchecked"] = unchecked
+    return report

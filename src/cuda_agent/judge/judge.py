@@ -389,8 +389,9 @@ class _Run(RunWorkers, RunVerification, RunTiming):
         self.arena: dict[str, Any] | None = None  # how the candidate's timed inputs are staged, once asked
         self.stager: WorkerProcess | None = None  # the trusted process that stages them
         self.weight_seed: int | None = None
-        self.precision_errors: list[tuple[float, float]] = []  # (candidate's, reference's), per call checked
+        self.precision_errors: list[tuple[str, float, float]] = []  # (dtype, candidate's, reference's), per check
         self.precision_unmeasured: str | None = None  # why a call's precision could not be measured
+        self.precision_unchecked: str | None = None  # why the task offers no yardstick for some outputs
         self.inline_builds: list[dict[str, Any]] = []  # what the candidate's load_inline calls built
         self.inline_failure: tuple[str, str] | None = None  # (status, why) of a load_inline not built
 

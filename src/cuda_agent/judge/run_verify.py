@@ -14,8 +14,10 @@ from .verdict import Violation
 from .worker_process import WorkerError
 from .run_support import _fail, CHECK_TRANSFORMS, check_aliases, check_inputs
 
-REDUCED_PRECISION_NOTE = "the float32 outputs are off a float64 run of the reference"
-UNMEASURED_PRECISION_NOTE = "the precision of the float32 outputs could not be measured on every call checked"
+REDUCED_PRECISION_NOTE = "reduced precision"
+UNMEASURED_PRECISION_NOTE = "the precision of the outputs could not be measured on every call checked"
+UNCHECKED_PRECISION_NOTE = "precision not checked"
+PRECISION_NOTES = (REDUCED_PRECISION_NOTE, UNMEASURED_PRECISION_NOTE, UNCHECKED_PRECISION_NOTE)
 PROFILE_ATTEMPTS = 3  # calls of forward under the profiler before an empty kernel record counts
 
 
@@ -85,8 +87,8 @@ class RunVerification:
             return {"hold": "expected", "exchange": True}
         return {}
 
-    def _compare(self, got: dict, ref: dict, index: int, phase: str) -> tuple[CheckResult, tuple[float, float] | None]:
-        """The candidate's output (``got["output"]``) against the reference's, and its float32
+    def _compare(self, got: dict, ref: dict, index: int, phase: str) -> tuple[CheckResult, list[tuple[str, float, float]]]:
+        """The candidate's output (``got["output"]``) against the reference's, and its precision
         errors where the check passed: in the reference's process on the GPU when both sides used
         the exchange buffer, else here."""
         cfg = self.cfg
@@ -94,10 +96,9 @@ class RunVerification:
             reply = self._call(self.ref, "compare_exchanged", cfg.call_timeout_s,
                                {"output": got["output"], "hold": "expected", "index": index, "phase": phase,
                                 "tolerance": {"atol": cfg.atol, "rtol": cfg.rtol, "norm_rtol": cfg.norm_rtol}},
-                               expect={"check": dict, "float32_errors": (list, type(None))})
-            errors = reply["float32_errors"]
+                               expect={"check": dict, "precision_errors": list})
             self.verdict.settings.setdefault("outputs_compared_on", "gpu")
-            return CheckResult(**reply["check"]), (float(errors[0]), float(errors[1])) if errors else None
+            return CheckResult(**reply["check"]), [(str(d), float(c), float(r)) for d, c, r in reply["precision_errors"]]
         expected = ref["output"]
         if "exchange" in ref or "exchange_error" in ref:
             self._note_exchange(str(got.get("exchange_error") or ref.get("exchange_error")))
@@ -113,28 +114,35 @@ class RunVerification:
         if note not in self.verdict.notes:
             self.verdict.notes.append(note)
 
-    # -- precision: float32 outputs against the reference run in float64 ----------------------
-    # Every check and every recheck of a timed call is measured, so a solution cannot compute in
-    # float32 while it is verified and in TF32 once it is timed.
-    def _add_precision(self, ref: dict, errors: tuple[float, float] | None) -> None:
+    # -- precision: each floating output against its yardstick --------------------------------
+    # Every check and every recheck of a timed call is measured, so a solution cannot compute at
+    # its task's precision while it is verified and in less once it is timed.
+    def _add_precision(self, ref: dict, errors: list[tuple[str, float, float]]) -> None:
         norms = ref.get("float64")
         if isinstance(norms, dict) and norms.get("unmeasured"):
             self.precision_unmeasured = str(norms["unmeasured"])
-        elif errors:
-            self.precision_errors.append(errors)
+        if isinstance(norms, dict) and (norms.get("unchecked") or norms.get("not_widened")):
+            self.precision_unchecked = str(norms.get("unchecked") or (
+                "the reference returns its " + " and ".join(norms["not_widened"]) + " outputs in that dtype "
+                "even when run in float64"))
+        self.precision_errors.extend(errors)
 
     def _report_precision(self) -> None:
         v = self.verdict
-        v.precision = precision_report(self.precision_errors, self.precision_unmeasured)
-        v.notes = [n for n in v.notes if not n.startswith((REDUCED_PRECISION_NOTE, UNMEASURED_PRECISION_NOTE))]
+        unchecked = f"{self.precision_unchecked}: those outputs' precision is not checked" \
+            if self.precision_unchecked else None
+        v.precision = precision_report(self.precision_errors, self.precision_unmeasured, unchecked)
+        v.notes = [n for n in v.notes if not n.startswith(PRECISION_NOTES)]
         if v.precision.get("unmeasured"):
             v.notes.append(f"{UNMEASURED_PRECISION_NOTE} ({v.precision['unmeasured']}), so no speedup is paid")
+        if v.precision.get("unchecked"):
+            v.notes.append(f"{UNCHECKED_PRECISION_NOTE}: {v.precision['unchecked']}")
         if v.precision.get("reduced"):
             p = v.precision
-            v.notes.append(f"{REDUCED_PRECISION_NOTE} by {p['candidate_error']:.2g} "
-                           f"(normwise), where float32 arithmetic leaves at most {p['allowed']:.2g} (the "
-                           f"reference's own: {p['reference_error']:.2g}): computed in less precision than the "
-                           "task's (TF32, bfloat16, float16?), so no speedup is paid")
+            v.notes.append(f"{REDUCED_PRECISION_NOTE}: the {p['dtype']} outputs are off {p['against']} by "
+                           f"{p['candidate_error']:.2g} (normwise), where {p['dtype']} arithmetic leaves at most "
+                           f"{p['allowed']:.2g} (the reference's own: {p['reference_error']:.2g}): computed in less "
+                           f"precision than the task's {p['dtype']}, so no speedup is paid")
 
     def _run_candidate(self, seed: int, transform: str, record: dict, exchange: dict | None = None) -> dict:
         """The candidate's call on a check's inputs, its output and records in the reply.

@@ -56,7 +56,7 @@ class Verdict:
     isolation: dict[str, Any] = field(default_factory=dict)
     timing_integrity: dict[str, Any] = field(default_factory=dict)
     task_audit: dict[str, Any] = field(default_factory=dict)
-    precision: dict[str, Any] = field(default_factory=dict)  # float32 outputs against float64
+    precision: dict[str, Any] = field(default_factory=dict)  # each floating output against its yardstick
     roofline: dict[str, Any] = field(default_factory=dict)   # against the device's peaks (roofline.py)
     seconds: dict[str, float] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
@@ -104,7 +104,7 @@ def speedup_withheld(v: Verdict) -> str | None:
     if v.timing_integrity.get("stable") is False:
         return "the timing was not stable enough to claim a speedup"
     if v.precision.get("reduced"):
-        return "computed in less precision than the task's float32, so no speedup is paid"
+        return f"computed in less precision than the task's {v.precision.get('dtype', 'dtype')}, so no speedup is paid"
     if v.precision.get("unmeasured"):
         return "its precision could not be measured, so no speedup is paid"
     return None

@@ -687,8 +687,8 @@ class Worker:
 
     def compare_exchanged(self, msg: dict) -> dict:
         """Reference: the candidate's output, rebuilt from its description as views of the exchange
-        buffer, against the held output, on the device; and its float32 error where the check
-        passed (``correctness.float32_errors``). The candidate's description is not trusted: one
+        buffer, against the held output, on the device; and its precision errors where the check
+        passed (``correctness.precision_errors``). The candidate's description is not trusted: one
         that does not fit the buffer, or that claims a tensor matching the reference's dtype and
         shape was not copied, fails the check."""
         from . import device_exchange, protocol
@@ -704,14 +704,14 @@ class Worker:
         except device_exchange.MalformedOutput as exc:
             failed = CheckResult(index, False, message=f"the candidate's description of its output is malformed: {exc}",
                                  phase=phase)
-            return {"check": failed.to_dict(), "float32_errors": None}
+            return {"check": failed.to_dict(), "precision_errors": []}
         check, errors = compare_and_measure(candidate, expected, index, float(tolerance["atol"]),
                                             float(tolerance["rtol"]), norms, phase=phase,
                                             norm_rtol=tolerance.get("norm_rtol"), values=complete)
         if check.passed and not complete:
             check = CheckResult(index, False, phase=phase, message=(
                 "the candidate's process left out of the exchange buffer a tensor that matches the reference's"))
-        return {"check": check.to_dict(), "float32_errors": list(errors) if errors else None}
+        return {"check": check.to_dict(), "precision_errors": [list(e) for e in errors]}
 
     def held_output(self, msg: dict) -> dict:
         """Reference: a held output, sent whole (where the candidate could not use the buffer)."""
@@ -734,19 +734,24 @@ class Worker:
 
     def _float64_norms(self, seed: int, transform: str, output: Any) -> dict[str, Any] | None:
         """``correctness.float64_norms`` of this call's output against the reference run in
-        float64: None where the model cannot run so (no yardstick, no check), and "unmeasured"
-        where the float64 run did not fit in memory twice, so that the judge pays no speedup on
-        precision it could not measure (a candidate holding memory must not switch the check off)."""
+        float64 (not run where no output is float32, float16 or bfloat16: float64 outputs are
+        their own yardstick). "unchecked" where the model cannot run in float64 (the task itself
+        offers no yardstick), and "unmeasured" where the float64 run did not fit in memory twice,
+        so that the judge pays no speedup on precision it could not measure (a candidate holding
+        memory must not switch the check off)."""
         import torch
 
-        from .correctness import float64_norms
+        from .correctness import WIDENED, dtype_name, float64_norms, tensor_leaves
 
+        if not any(dtype_name(t.dtype) in WIDENED for t in tensor_leaves(output)):
+            return {"errors": {}}
         for _ in range(2):
             try:
                 return float64_norms(output, self._float64_output(seed, transform))
-            except Exception as exc:  # noqa: BLE001 - an op without float64 support: no check
+            except Exception as exc:  # noqa: BLE001 - an op without float64 support: no yardstick
                 if not _out_of_memory(exc):
-                    return None
+                    return {"unchecked": f"the reference cannot run in float64 ({type(exc).__name__}: "
+                                         f"{str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''})"}
             self._model64 = None  # what this process holds for the check goes, then once more
             gc.collect()
             if self.device == "cuda":
@@ -754,8 +759,8 @@ class Worker:
         return {"unmeasured": "the reference's float64 run ran out of memory"}
 
     def _float64_output(self, seed: int, transform: str) -> Any:
-        """The reference computed in float64 (its float32 parameters and inputs widened) on the
-        same inputs, the yardstick for float32 outputs."""
+        """The reference computed in float64 (its floating parameters and inputs widened) on the
+        same inputs, the yardstick for its float32, float16 and bfloat16 outputs."""
         import copy
 
         import torch
@@ -767,7 +772,8 @@ class Worker:
             self._model64 = None  # the old copy goes before the new one is made, not after
             self._model64 = (state, copy.deepcopy(self.model).to(torch.float64))
         model = self._model64[1]
-        inputs = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x
+        narrow = (torch.float32, torch.float16, torch.bfloat16)
+        inputs = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.dtype in narrow else x
                   for x in self.make_inputs(seed, transform)]
         with torch.no_grad():
             exact = model(*inputs)
