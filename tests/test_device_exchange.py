@@ -118,13 +118,14 @@ def test_the_reference_process_compares_and_measures_precision_in_place():
     candidate = expected + 1e-3
     reply = _compare(worker, place(candidate, worker.exchanges[0].tensor, slots))
     assert reply["check"]["passed"] and reply["check"]["index"] == 2
-    cand_error, ref_error = reply["float32_errors"]
+    [(dtype, cand_error, ref_error)] = reply["precision_errors"]
+    assert dtype == "float32"
     assert cand_error == pytest.approx(1e-3 * math.sqrt(1000) / float(exact.norm()), rel=1e-3)
     assert not worker.held  # the held output is let go once compared
 
     worker = _reference_worker(expected)
     reply = _compare(worker, place(-expected, worker.exchanges[0].tensor, slots))
-    assert not reply["check"]["passed"] and reply["float32_errors"] is None
+    assert not reply["check"]["passed"] and reply["precision_errors"] == []
 
 
 def test_a_candidate_cannot_pass_by_leaving_its_tensor_out_of_the_buffer():
@@ -197,8 +198,10 @@ def test_values_rewritten_after_they_are_read_change_neither_the_check_nor_the_p
     worker = _reference_worker(expected, norms)
     reply = _compare(worker, place(reduced, worker.exchanges[0].tensor, slots))
     assert reply["check"]["passed"]
-    assert reply["float32_errors"] == pytest.approx(honest_reply["float32_errors"], rel=1e-9)
-    assert reply["float32_errors"][0] > 1e-3  # bfloat16's error, still seen
+    [(_, *errors)] = reply["precision_errors"]
+    [(_, *honest_errors)] = honest_reply["precision_errors"]
+    assert errors == pytest.approx(honest_errors, rel=1e-9)
+    assert errors[0] > 1e-3  # bfloat16's error, still seen
 
 
 def test_chunks_are_copies_even_in_the_compared_dtype():
