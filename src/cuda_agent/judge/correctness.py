@@ -319,20 +319,17 @@ def float64_norms(reference: Any, exact: Any) -> dict[str, Any] | None:
     the float32, float16 and bfloat16 outputs, computed in the reference's process where both
     outputs live (on the GPU for the cuda backend), in float64 over the places where ``exact`` is
     finite: per dtype, the reference's own error ``||r - exact||`` and ``||exact||``. Numbers
-    cross to the judge instead of a float64 copy of the output. A dtype some of whose outputs the
-    float64 run did not widen (the model casts them back itself) is named under "not_widened" and
-    left out. None when the structures differ."""
+    cross to the judge instead of a float64 copy of the output. An output the model casts back to
+    its own dtype even when run in float64 is measured against that all the same: the reference's
+    own error then counts as nil, and the floor alone bounds the candidate's. None when the
+    structures differ."""
     refs, exacts = tensor_leaves(reference), tensor_leaves(exact)
     if len(refs) != len(exacts):
         return None
     errors: dict[str, list[float]] = {}
-    not_widened: set[str] = set()
     for r, e in zip(refs, exacts):
         name = dtype_name(r.dtype)
         if name not in WIDENED or e.shape != r.shape:
-            continue
-        if e.dtype != torch.float64:
-            not_widened.add(name)
             continue
         own, norm = errors.setdefault(name, [0.0, 0.0])
         for _, r64, e64 in _wide_chunks(r, e):  # bounded memory beside the outputs
@@ -340,10 +337,7 @@ def float64_norms(reference: Any, exact: Any) -> dict[str, Any] | None:
             own = math.hypot(own, float(torch.linalg.vector_norm(torch.where(finite, r64 - e64, 0.0))))
             norm = math.hypot(norm, float(torch.linalg.vector_norm(torch.where(finite, e64, 0.0))))
         errors[name] = [own, norm]
-    for name in not_widened:
-        errors.pop(name, None)
-    return {"errors": {k: {"reference": own, "norm": norm} for k, (own, norm) in errors.items()},
-            **({"not_widened": sorted(not_widened)} if not_widened else {})}
+    return {"errors": {k: {"reference": own, "norm": norm} for k, (own, norm) in errors.items()}}
 
 
 def precision_errors(candidate: Any, reference: Any, norms: Any) -> list[tuple[str, float, float]]:
