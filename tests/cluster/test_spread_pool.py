@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 
 from cuda_agent.cluster.pool import SpreadJudgePool
 
@@ -39,3 +41,24 @@ def test_runs_spread_over_every_pool_and_keep_their_arguments():
     assert [p.runs for p in pools] == [3, 3, 3] and all(p.most == 3 for p in pools)
     assert spread.in_flight == [0, 0, 0] and spread.backend == "cpu"
     assert asyncio.run(spread.check_reference("t")) == ("t", "reference", {})
+
+
+def test_a_second_sigterm_does_not_cut_short_a_pool_process_unwinding(tmp_path):
+    """The first SIGTERM unwinds a pool process and runs its exit handlers (which kill workers and
+    remove the fork servers' directories); a second one arriving meanwhile is ignored."""
+    done = tmp_path / "cleaned"
+    code = (
+        "import atexit, os, signal, time\n"
+        "from cuda_agent.cluster.pool import _exit_on_term\n"
+        "signal.signal(signal.SIGTERM, _exit_on_term)\n"
+        "def cleanup():\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(0.2)\n"
+        f"    open({str(done)!r}, 'w').close()\n"
+        "atexit.register(cleanup)\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+        "time.sleep(30)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert done.exists(), result.stderr
+    assert "Traceback" not in result.stderr

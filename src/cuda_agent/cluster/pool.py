@@ -79,7 +79,10 @@ def _start_judge(config: JudgeConfig, processes: int) -> None:
 
 
 def _exit_on_term(*_: Any) -> None:
-    # SystemExit unwinds the judge's context managers, which kill its worker process groups.
+    # SystemExit unwinds the judge's context managers, which kill its worker process groups. A
+    # second SIGTERM (a supervisor repeating itself) must not interrupt that unwinding, nor the
+    # exit handlers after it (the fork servers' directories are removed there).
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     sys.exit(1)
 
 

@@ -227,16 +227,20 @@ class ForkServer:
 
     def close(self) -> None:
         try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        shutil.rmtree(self.home, ignore_errors=True)  # its log: nothing a verdict needs
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self.sock.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        finally:
+            # Its log and torch.compile's caches (hundreds of MB): nothing a verdict needs, and
+            # removed even when the close is cut short, so that they do not pile up.
+            shutil.rmtree(self.home, ignore_errors=True)
 
 
 _servers: dict[tuple, ForkServer] = {}
