@@ -19,8 +19,9 @@ runs everything in one process. Two gates keep timed numbers honest when tests s
   shared while it runs. That was not enough: in two full parallel runs on a 2-core machine one
   such test failed each time (docs/benchmarks.md); the gate does not hold back what other tests
   leave running (a Ray cluster, a training run's threads). So CI runs them apart.
-  Tests whose speedups are tens of times apart (the demo's kernels, the bench fixture's) need
-  only the first gate.
+  Tests whose speedups are tens of times apart (the demo's kernels) need only the first gate;
+  the bench fixture's, though as far apart, run alone too: on a loaded machine the judge
+  withholds every speedup it cannot tell from load, and those tests assert the speedups.
 """
 
 from __future__ import annotations
