@@ -15,8 +15,8 @@ import shutil
 import pytest
 import torch
 
-from cuda_agent.judge.correctness import (BOUNDS_BY_NAME, allowed_error, float64_norms, precision_errors,
-                                          precision_report)
+from cuda_agent.judge.correctness import (BOUNDS_BY_NAME, allowed_error, dtype_name, float64_norms,
+                                          precision_errors, precision_report)
 from cuda_agent.solution import load_solution
 from cuda_agent.task import load_task
 
@@ -190,13 +190,13 @@ def test_half_precision_tasks_are_held_to_their_own_dtype(gemm, dtype):
     exact = a.double() @ b.double()
     reference = (a.float() @ b.float()).to(dtype)  # as PyTorch does: products summed in float32
     norms = float64_norms(reference, exact)
-    assert set(norms["errors"]) == {str(dtype).removeprefix("torch.")}
+    assert set(norms["errors"]) == {dtype_name(dtype)}
     split_k = sum(a[:, k:k + 64].float() @ b[k:k + 64].float() for k in range(0, 512, 64)).to(dtype)
     in_8_bits = (round_to(a, 3).float() @ round_to(b, 3).float()).to(dtype)
     assert float((in_8_bits.double() - reference.double()).norm() / reference.double().norm()) < 0.1
     for candidate, reduced in ((reference, False), (split_k, False), (in_8_bits, True)):
         errors = precision_errors(candidate, reference, norms)
-        assert len(errors) == 1 and errors[0][0] == str(dtype).removeprefix("torch.")
+        assert len(errors) == 1 and errors[0][0] == dtype_name(dtype)
         assert precision_report(errors)["reduced"] is reduced, errors
 
 

@@ -254,6 +254,10 @@ def compare_and_measure(candidate: Any, reference: Any, index: int, atol: float,
     return check, _precision_errors(tally, norms)
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
 # -- precision: a task computed in less than its dtype --------------------------------------------
 # Each floating dtype is a contract (docs/security.md): an output of that dtype may be off its
 # yardstick by FACTOR times the reference's own error at that dtype, or by FLOOR, whichever is
@@ -269,12 +273,8 @@ def compare_and_measure(candidate: Any, reference: Any, index: int, atol: float,
 # them (bfloat16: 0.027 over 512 terms, where the bound is 0.027).
 PRECISION_BOUNDS = {torch.float64: (0.0, 2.0 ** -32), torch.float32: (256.0, 2.0 ** -14),
                     torch.float16: (32.0, 2.0 ** -7), torch.bfloat16: (16.0, 2.0 ** -6)}
-BOUNDS_BY_NAME = {str(dtype).removeprefix("torch."): bound for dtype, bound in PRECISION_BOUNDS.items()}
+BOUNDS_BY_NAME = {dtype_name(dtype): bound for dtype, bound in PRECISION_BOUNDS.items()}
 WIDENED = ("float32", "float16", "bfloat16")  # measured against the reference run in float64
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def tensor_leaves(value: Any) -> list:
