@@ -276,6 +276,7 @@ def test_format_problems_are_compile_errors_naming_file_and_problem(cpu_judge, t
 
 
 # -- single-file (KernelBench) layout ----------------------------------------------------------
+@pytest.mark.timing  # it asserts a paid speedup, which a loaded machine rightly withholds
 def test_single_file_load_inline_solution_is_correct(cpu_judge, task, fixture_solution):
     solution = fixture_solution("single_file/load_inline_correct.py")
     assert solution.layout == "single_file"

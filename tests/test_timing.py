@@ -7,6 +7,7 @@ import math
 import pytest
 
 from cuda_agent.judge.config import TimingConfig
+from cuda_agent.judge.process_tree import machine_stall_ms, stalled_fraction
 from cuda_agent.judge.timing import (Session, TimingStats, consistency_problem, integrity_problem, load_excuse,
                                      resolution_problem)
 
@@ -178,16 +179,53 @@ def test_steps_longer_only_by_waiting_for_a_cpu_are_excused_and_nothing_else_is(
     assert "outside the timed calls" in problem
     excuse = load_excuse(problem, waited, [reference])
     assert excuse.startswith(problem) and "waited 9.000 ms each for a CPU" in excuse and "too loaded" in excuse
-    # The same longer step while the worker was running all along is work: no excuse.
+    # On a quiet machine (a wake-up's waiting, no stall), the same longer step while the worker
+    # was running all along is work: no excuse.
     worked = session([2.0] * 20, go=[2.1] * 20, prepare=[10.0] * 20)
-    worked.prepare_wait_ms, worked.go_wait_ms = [0.5] * 20, [0.0] * 20
-    assert load_excuse(integrity_problem(worked, reference), worked, [reference]) is None
+    worked.prepare_wait_ms, worked.go_wait_ms = [0.2] * 20, [0.0] * 20
+    assert load_excuse(integrity_problem(worked, reference), worked, [reference], pressure=0.01) is None
     # A channel longer than the waiting explains, or waits the kernel did not count: no excuse.
     faked = session([0.001] * 20, go=[20.0] * 20, prepare=[1.0] * 20)
-    faked.prepare_wait_ms, faked.go_wait_ms = [0.0] * 20, [5.0] * 20
+    faked.prepare_wait_ms, faked.go_wait_ms = [0.0] * 20, [0.3] * 20
     assert load_excuse(integrity_problem(faked, reference), faked, [reference]) is None
     uncounted = session([2.0] * 20, go=[2.1] * 20, prepare=[10.0] * 20)
     assert load_excuse(integrity_problem(uncounted, reference), uncounted, [reference]) is None
+
+
+def test_a_machine_the_kernel_saw_contended_withholds_rather_than_refuses():
+    # Where either worker waited a scheduling slice a call, or the machine stalled for a CPU or
+    # memory half the session, a step can be longer than any count shows (a cold core, a
+    # judge that waited too): the judge cannot tell, so it does not refuse (and pays nothing).
+    reference = session([2.0] * 20, go=[2.1] * 20, prepare=[1.0] * 20)
+    reference.prepare_wait_ms, reference.go_wait_ms = [0.0] * 20, [0.0] * 20
+    faked = session([0.001] * 20, go=[20.0] * 20, prepare=[1.0] * 20)
+    faked.prepare_wait_ms, faked.go_wait_ms = [0.0] * 20, [5.0] * 20
+    problem = integrity_problem(faked, reference)
+    assert "waited 5.000 ms each for a CPU" in load_excuse(problem, faked, [reference])
+    faked.go_wait_ms = [0.1] * 20
+    assert load_excuse(problem, faked, [reference], pressure=0.45) is None
+    excuse = load_excuse(problem, faked, [reference], pressure=0.6)
+    assert excuse.startswith(problem) and "stalled for a CPU or memory 60% of the time" in excuse
+    # The reference's waiting is the machine's as much as the candidate's.
+    reference.go_wait_ms = [1.0] * 20
+    assert "the reference's 1.000 ms" in load_excuse(problem, faked, [reference])
+    # CPU the candidate's own threads used between its steps is not load: never excused.
+    busy = session([2.0] * 20, go=[2.1] * 20, prepare=[1.0] * 20)
+    busy.prepare_wait_ms, busy.go_wait_ms = [5.0] * 20, [5.0] * 20
+    busy.background_cpu_ms = [3.0] * 20
+    problem = integrity_problem(busy, reference, backend="cpu")
+    assert "a thread of its own" in problem
+    assert load_excuse(problem, busy, [reference], backend="cpu", pressure=0.9) is None
+
+
+def test_the_machines_stall_is_read_from_the_kernel_where_it_keeps_one():
+    before = machine_stall_ms()
+    if before is None:
+        pytest.skip("this kernel keeps no pressure-stall counts (PSI)")
+    assert len(before) == 2 and all(b >= 0 for b in before)
+    after = [b + 50.0 for b in before[:1]] + [before[1] + 200.0]
+    assert stalled_fraction(before, after, 1.0) == pytest.approx(0.2)
+    assert stalled_fraction(before, None, 1.0) is None
 
 
 def test_a_machine_too_loaded_to_bound_hidden_time_claims_nothing():

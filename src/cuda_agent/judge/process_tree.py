@@ -173,6 +173,33 @@ class RunqueueWait:
     __del__ = close
 
 
+# The kernel's pressure-stall counts (PSI): for how long at least one runnable task waited for a
+# CPU, and for memory (reclaim, refaults), machine-wide, in microseconds since boot.
+PRESSURE_FILES = ("/proc/pressure/cpu", "/proc/pressure/memory")
+
+
+def machine_stall_ms() -> list[float] | None:
+    """How long, so far, some task on the machine stalled for a CPU and for memory (ms, one
+    figure each), or None where the kernel keeps no such count (no PSI)."""
+    stalls = []
+    for path in PRESSURE_FILES:
+        try:
+            with open(path) as fh:
+                some = fh.readline()  # "some avg10=0.00 avg60=0.00 avg300=0.00 total=N"
+            stalls.append(int(some.rsplit("total=", 1)[1]) / 1e3)
+        except (OSError, IndexError, ValueError):
+            return None
+    return stalls
+
+
+def stalled_fraction(before: list[float] | None, after: list[float] | None, elapsed_s: float) -> float | None:
+    """The larger share of ``elapsed_s`` that the machine spent stalled for a CPU or for memory
+    between two ``machine_stall_ms`` readings, or None where either is missing."""
+    if before is None or after is None or elapsed_s <= 0:
+        return None
+    return max(a - b for a, b in zip(after, before)) / (elapsed_s * 1e3)
+
+
 def _namespace(pid: int | str) -> int | None:
     try:
         return os.stat(f"/proc/{pid}/ns/pid").st_ino

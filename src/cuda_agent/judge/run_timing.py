@@ -16,7 +16,7 @@ from .baselines import baseline_stats, settled
 from .floor import WORKLOAD, Peaks, floor_ms
 from .roofline import NOT_ON_CPU, device_peaks, floor_peaks, not_drawn, roofline
 from .reference import ReferenceReport
-from .process_tree import cpu_seconds, strays_elsewhere
+from .process_tree import cpu_seconds, machine_stall_ms, stalled_fraction, strays_elsewhere
 from .session import TimedSession, interleave
 from .timing import (Session, TimingStats, consistency_problem, drift_problem, integrity_problem, load_excuse,
                      resolution_problem, stability_problem)
@@ -67,9 +67,10 @@ class RunTiming:
                     self._worker_failed("candidate", WorkerError("runtime_error", problem))
         return self.stager if self.arena["staged"] else None
 
-    def _time_sessions(self, sessions: list[TimedSession]) -> None:
+    def _time_sessions(self, sessions: list[TimedSession]) -> float | None:
         """Run sessions interleaved call by call, with the device to themselves; fail the run if
-        a session's numbers contradict themselves."""
+        a session's numbers contradict themselves. Returns the share of that time the machine
+        stalled for a CPU or memory (None where the kernel does not say)."""
         self.judge.progress("timing " + " and ".join(s.label for s in sessions))
         _, judge_core = self.judge.timing_placement()
 
@@ -79,7 +80,9 @@ class RunTiming:
                 "timeout", f"timing did not finish within {self.cfg.timing_timeout_s:.0f} s"))
 
         with self.judge.timing_lock(), _pinned_thread(judge_core):
+            stalls, started = machine_stall_ms(), time.perf_counter()
             interleave(sessions, self.cfg.timing_timeout_s, overran)
+            pressure = stalled_fraction(stalls, machine_stall_ms(), time.perf_counter() - started)
             kept = [s.finish() for s in sessions]
         for s in sessions:
             if s.worker.spec.role == "candidate" and self.cfg.runtime_checks and s.ops is not None:
@@ -97,6 +100,7 @@ class RunTiming:
                     self.verdict.violations.append(Violation("timing_integrity", MODEL_FILE, None, problem))
                 self._worker_failed(s.worker.spec.role, WorkerError(
                     "runtime_error", f"timing of {s.label} is not credible: {problem}"))
+        return pressure
 
     def profile(self) -> None:
         v, cfg, backend = self.verdict, self.cfg, self.judge.backend
@@ -110,8 +114,8 @@ class RunTiming:
         # that fails either is timed again (up to timing_attempts); only an attempt that passes
         # counts. Each attempt is held to the smallest reference overheads seen so far, so
         # retrying never loosens the bound, and every failed attempt is recorded in the verdict.
-        # A failure that the candidate's waiting for a CPU explains (timing.load_excuse) is not
-        # a refusal: such a timing claims no speedup.
+        # A failure on a machine the kernel saw contended (timing.load_excuse) is not a refusal:
+        # such a timing claims no speedup.
         eager = self._settled_baseline("eager")
         calibrations: list[Session] = []
         failed_attempts: list[str] = []
@@ -128,7 +132,7 @@ class RunTiming:
             calibration = self._timed(self.ref, "reference (calibration)", keep=True, follows=cand, flusher=flusher,
                                       stager=stager)
             started = time.perf_counter()
-            self._time_sessions([cand, calibration])
+            pressure = self._time_sessions([cand, calibration])
             _add_seconds(v, "timing", started)
             session, seeds = cand.session, cand.seeds
             self._check_processes("after its timed calls")
@@ -144,7 +148,7 @@ class RunTiming:
             calibrations.append(calibration.session)
             reference = TimingStats.from_session(calibration.session)
             problem = integrity_problem(session, calibrations, backend)
-            excuse = load_excuse(problem, session, calibrations, backend) if problem else None
+            excuse = load_excuse(problem, session, calibrations, backend, pressure) if problem else None
             if excuse:
                 problem = None
             unsteady = (excuse or stability_problem(v.timings["candidate"], self.timing.max_uncertainty)
@@ -161,6 +165,7 @@ class RunTiming:
                 "candidate_background_cpu_ms": session.background_cpu_mean_ms,
                 "candidate_wait_ms": session.wait_median_ms,
                 "reference_wait_ms": calibration.session.wait_median_ms,
+                "machine_stalled": pressure,
                 "inputs_staged": True if stager is not None else f"no: {self.arena.get('why')}",
                 "reference_ms": reference.median_ms,
                 "precision": v.timings["candidate"].precision,

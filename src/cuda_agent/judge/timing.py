@@ -325,6 +325,12 @@ def integrity_problem(candidate: Session, reference: Session | list[Session], ba
     if found:
         return (f"preparing each call took {found[0]:.3f} ms longer than the reference's beside it, for the same "
                 f"inputs (at most {found[1]:.3f} ms): work is being done outside the timed calls")
+    return background_problem(candidate)
+
+
+def background_problem(candidate: Session) -> str | None:
+    """Why the candidate's own CPU use between its steps shows work outside the timed calls, or
+    None. Its process's CPU clock counts only what its threads ran, so load cannot excuse it."""
     background = candidate.background_cpu_mean_ms
     if background is not None and candidate.figure_ms:
         bound = BACKGROUND_CPU_ALLOWANCE_MS + BACKGROUND_CPU_FRACTION * statistics.median(candidate.figure_ms)
@@ -334,26 +340,52 @@ def integrity_problem(candidate: Session, reference: Session | list[Session], ba
     return None
 
 
-def load_excuse(problem: str, candidate: Session, references: list[Session], backend: str = "cuda") -> str | None:
+# Contention the kernel counted while a pair was timed, from which the judge cannot tell a step
+# made longer by hidden work from one made longer by load: either worker's stepping thread waiting
+# this long for a CPU per call (median; a quiet machine wakes a worker within tens of microseconds,
+# a contended one makes it wait a scheduling slice, 1-4 ms on two cores), or the machine stalled
+# for a CPU or for memory this share of the session (pressure-stall information: a judge alone on
+# a 2-core machine stalls it 8-15% of its timing, its own processes contending; with a parallel
+# test run beside it, 67-100%).
+CONTENDED_WAIT_MS, CONTENDED_PRESSURE = 0.5, 0.5
+
+
+def load_excuse(problem: str, candidate: Session, references: list[Session], backend: str = "cuda",
+                pressure: float | None = None) -> str | None:
     """Why ``problem`` (from ``integrity_problem``) may be the machine's load and not hidden work,
     or None when it cannot be.
 
-    On a machine with more runnable processes than cores, a process that has used more CPU than
+    A refusal says the candidate hid work; the judge makes it only where it could have told. On
+    a machine with more runnable processes than cores, a process that has used more CPU than
     another is the one the scheduler makes wait, so load can lengthen the candidate's steps more
-    than the reference's beside them, every call alike, which pairing the calls does not cancel.
-    The kernel counts that waiting (``process_tree.RunqueueWait``): where the candidate's steps
-    pass with each side's waiting taken out, the judge cannot tell its time from load. That
-    only excuses the candidate from the refusal: no speedup is paid on such a timing, so a
-    candidate that makes itself wait gains nothing by it.
+    than the reference's beside them, every call alike, which pairing the calls does not cancel;
+    and a step that waited is then run on a cold core and read by a judge that may wait too,
+    which no count shows. So a failure is excused where the steps pass with each side's counted
+    waiting (``process_tree.RunqueueWait``) taken out, or where the kernel counted contention
+    while the pair was timed: a worker waiting ``CONTENDED_WAIT_MS`` a call, or the machine
+    stalled (``pressure``, ``process_tree.stalled_fraction``) ``CONTENDED_PRESSURE`` of the time.
+    That only excuses the candidate from the refusal: no speedup is paid on such a timing, so a
+    candidate that makes itself wait, or loads the machine, gains nothing by it.
     """
-    less = candidate.less_waiting()
-    others = [r.less_waiting() for r in references]
-    if (less is None or not less.go_ms or any(r is None or not r.go_ms for r in others)
-            or integrity_problem(less, others, backend) is not None):
+    if background_problem(candidate):
         return None
-    return (f"{problem}; but its calls waited {candidate.wait_median_ms:.3f} ms each for a CPU (the reference's "
-            f"{references[-1].wait_median_ms:.3f} ms): the machine is too loaded to tell work hidden outside the timed "
-            "calls from waiting")
+    beside = references[-1]
+    mine, theirs = candidate.wait_median_ms, beside.wait_median_ms
+    waited = (f"its calls waited {mine:.3f} ms each for a CPU (the reference's {theirs:.3f} ms)"
+              if mine is not None and theirs is not None else None)
+    if waited and max(mine, theirs) >= CONTENDED_WAIT_MS:
+        because = waited
+    elif pressure is not None and pressure >= CONTENDED_PRESSURE:
+        because = f"the machine stalled for a CPU or memory {pressure:.0%} of the time it was timed"
+    else:
+        less = candidate.less_waiting()
+        others = [r.less_waiting() for r in references]
+        if (less is None or not less.go_ms or any(r is None or not r.go_ms for r in others)
+                or integrity_problem(less, others, backend) is not None):
+            return None
+        because = waited
+    return (f"{problem}; but {because}: the machine is too loaded to tell work hidden outside the timed calls "
+            "from waiting")
 
 
 def _finite_or_none(value: float) -> float | None:
