@@ -80,13 +80,21 @@ def bash(box: ToolBox, ctx: ToolContext, command: str, **args) -> ToolOutput:
     return asyncio.run(abash(box, ctx, command, **args))
 
 
-def gone(pid: int) -> bool:
-    """The process no longer runs (it may linger as a zombie where nothing reaps orphans)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return state in ("Z", "X")
+def gone(pid: int, within_s: float = 2.0) -> bool:
+    """The process stops running within ``within_s`` (it may linger as a zombie where nothing
+    reaps orphans). A killed process closes its files before it is marked dead: on a loaded
+    machine it can be seen between the two, after the tool has seen its output close."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
 
 
 def test_output_is_interleaved_and_the_exit_code_reported(box, ctx, mode):
