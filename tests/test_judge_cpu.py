@@ -390,7 +390,11 @@ def test_judges_that_need_the_same_baseline_at_once_time_it_once(judge_config, t
     for mode in ("eager", "compile"):
         assert sorted(v.timings[mode].source for v in verdicts) == ["cache", "measured"]
         assert verdicts[0].timings[mode].median_ms == verdicts[1].timings[mode].median_ms
-        assert len(judge.baselines.get(judge.baseline_key(variant, verdicts[0].device), mode)) == 1
+        # The cache holds the sessions the first judge timed and no more (on a loaded machine a
+        # baseline whose medians cannot be pinned down takes more than one session).
+        measured = next(v for v in verdicts if v.timings[mode].source == "measured").timings[mode]
+        cached = judge.baselines.get(judge.baseline_key(variant, verdicts[0].device), mode)
+        assert [s.median_ms for s in cached] == (measured.sessions_ms or [measured.median_ms])
 
 
 @pytest.mark.timing  # the refusal it expects is the median's, not a prepare step's under load
