@@ -369,10 +369,6 @@ def load_excuse(problem: str, candidate: Session, references: list[Session], bac
     """
     if background_problem(candidate):
         return None
-    beside = references[-1]
-    mine, theirs = candidate.wait_median_ms, beside.wait_median_ms
-    waited = (f"its calls waited {mine:.3f} ms each for a CPU (the reference's {theirs:.3f} ms)"
-              if mine is not None and theirs is not None else None)
     if pressure is not None and pressure >= CONTENDED_PRESSURE:
         because = f"the machine stalled for a CPU or memory {pressure:.0%} of the time it was timed"
     else:
@@ -381,7 +377,8 @@ def load_excuse(problem: str, candidate: Session, references: list[Session], bac
         if (less is None or not less.go_ms or any(r is None or not r.go_ms for r in others)
                 or integrity_problem(less, others, backend) is not None):
             return None
-        because = waited
+        because = (f"its calls waited {candidate.wait_median_ms:.3f} ms each for a CPU (the reference's "
+                   f"{references[-1].wait_median_ms:.3f} ms)")
     return (f"{problem}; but {because}: the machine is too loaded to tell work hidden outside the timed calls "
             "from waiting")
 
