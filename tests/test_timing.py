@@ -67,6 +67,15 @@ def session(host, go=None, device=(), prepare=(), window=None, call=None):
                    call_ms=list(call if call is not None else [0.0] * len(host)))
 
 
+def calls(n: int, host: float, go: float, prepare: float, waits: tuple[float, float] | None = None) -> Session:
+    """``n`` calls alike; ``waits``: each prepare and go step's counted waiting for a CPU (None:
+    the kernel counted none)."""
+    s = session([host] * n, go=[go] * n, prepare=[prepare] * n)
+    if waits is not None:
+        s.prepare_wait_ms, s.go_wait_ms = [waits[0]] * n, [waits[1]] * n
+    return s
+
+
 def test_plausible_timings_pass():
     assert consistency_problem(session([1.0, 1.1, 0.9])) is None
     assert consistency_problem(session([1.0, 1.0], device=[0.8, 1.0])) is None
@@ -171,24 +180,20 @@ def test_several_references_hold_the_candidate_to_the_smallest_overheads():
 def test_steps_longer_only_by_waiting_for_a_cpu_are_excused_and_nothing_else_is():
     # Under load the scheduler made the candidate's worker wait 9 ms in each prepare step and
     # the reference's not at all: the kernel's count of that waiting explains the longer step.
-    reference = session([2.0] * 20, go=[2.1] * 20, prepare=[1.0] * 20)
-    reference.prepare_wait_ms, reference.go_wait_ms = [0.0] * 20, [0.0] * 20
-    waited = session([2.0] * 20, go=[2.1] * 20, prepare=[10.0] * 20)
-    waited.prepare_wait_ms, waited.go_wait_ms = [9.0] * 20, [0.0] * 20
+    reference = calls(20, 2.0, go=2.1, prepare=1.0, waits=(0.0, 0.0))
+    waited = calls(20, 2.0, go=2.1, prepare=10.0, waits=(9.0, 0.0))
     problem = integrity_problem(waited, reference)
     assert "outside the timed calls" in problem
     excuse = load_excuse(problem, waited, [reference])
     assert excuse.startswith(problem) and "waited 9.000 ms each for a CPU" in excuse and "too loaded" in excuse
     # On a quiet machine (a wake-up's waiting, no stall), the same longer step while the worker
     # was running all along is work: no excuse.
-    worked = session([2.0] * 20, go=[2.1] * 20, prepare=[10.0] * 20)
-    worked.prepare_wait_ms, worked.go_wait_ms = [0.2] * 20, [0.0] * 20
+    worked = calls(20, 2.0, go=2.1, prepare=10.0, waits=(0.2, 0.0))
     assert load_excuse(integrity_problem(worked, reference), worked, [reference], pressure=0.01) is None
     # A channel longer than the waiting explains, or waits the kernel did not count: no excuse.
-    faked = session([0.001] * 20, go=[20.0] * 20, prepare=[1.0] * 20)
-    faked.prepare_wait_ms, faked.go_wait_ms = [0.0] * 20, [0.3] * 20
+    faked = calls(20, 0.001, go=20.0, prepare=1.0, waits=(0.0, 0.3))
     assert load_excuse(integrity_problem(faked, reference), faked, [reference]) is None
-    uncounted = session([2.0] * 20, go=[2.1] * 20, prepare=[10.0] * 20)
+    uncounted = calls(20, 2.0, go=2.1, prepare=10.0)
     assert load_excuse(integrity_problem(uncounted, reference), uncounted, [reference]) is None
 
 
@@ -196,23 +201,19 @@ def test_a_step_that_waited_may_lose_twice_its_wait_and_a_stalled_machine_withho
     # A step that waited for a CPU then runs on a cold core, read by a judge that may have waited
     # too: up to twice its counted waiting is excused (with no speedup paid), no more; and where
     # the machine stalled for a CPU or memory half the session, the judge cannot tell at all.
-    reference = session([2.0] * 20, go=[2.1] * 20, prepare=[1.0] * 20)
-    reference.prepare_wait_ms, reference.go_wait_ms = [0.0] * 20, [0.0] * 20
-    cold = session([2.0] * 20, go=[2.1] * 20, prepare=[6.0] * 20)
-    cold.prepare_wait_ms, cold.go_wait_ms = [3.0] * 20, [0.0] * 20
+    reference = calls(20, 2.0, go=2.1, prepare=1.0, waits=(0.0, 0.0))
+    cold = calls(20, 2.0, go=2.1, prepare=6.0, waits=(3.0, 0.0))
     problem = integrity_problem(cold, reference)
     assert "waited 3.000 ms each for a CPU" in load_excuse(problem, cold, [reference])
     # 20 ms hidden in each call, 2.7 ms of waiting (an attack seen so): refused.
-    faked = session([0.001] * 20, go=[21.5] * 20, prepare=[1.0] * 20)
-    faked.prepare_wait_ms, faked.go_wait_ms = [0.0] * 20, [2.7] * 20
+    faked = calls(20, 0.001, go=21.5, prepare=1.0, waits=(0.0, 2.7))
     problem = integrity_problem(faked, reference)
     assert load_excuse(problem, faked, [reference]) is None
     assert load_excuse(problem, faked, [reference], pressure=0.45) is None
     excuse = load_excuse(problem, faked, [reference], pressure=0.6)
     assert excuse.startswith(problem) and "stalled for a CPU or memory 60% of the time" in excuse
     # CPU the candidate's own threads used between its steps is not load: never excused.
-    busy = session([2.0] * 20, go=[2.1] * 20, prepare=[1.0] * 20)
-    busy.prepare_wait_ms, busy.go_wait_ms = [5.0] * 20, [5.0] * 20
+    busy = calls(20, 2.0, go=2.1, prepare=1.0, waits=(5.0, 5.0))
     busy.background_cpu_ms = [3.0] * 20
     problem = integrity_problem(busy, reference, backend="cpu")
     assert "a thread of its own" in problem
