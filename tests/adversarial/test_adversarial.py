@@ -3,7 +3,9 @@
 Every case under ``cases/`` is a real attempt to raise the reward without making the kernel
 faster (the threat ids in its ``case.toml`` say which). The test judges it and asserts the
 verdict's status, a reward of -1 and, where the case names one, the rule of the violation that
-gave it away. Cases with ``static_checks = false`` or ``runtime_checks = false`` in their
+gave it away. A timing cheat that the judge's design makes pointless rather than refused (the
+time it hid is counted) names its honest twin under ``tests/honest`` in ``paid_as``: it must be
+paid no more than the twin. Cases with ``static_checks = false`` or ``runtime_checks = false`` in their
 ``config`` switch one layer of the judge off, to show that the layers behind it hold on their
 own.
 
@@ -34,12 +36,13 @@ except ModuleNotFoundError:  # Python 3.10
     tomllib = pytest.importorskip("tomli")
 
 HERE = Path(__file__).resolve().parent
+HONEST = HERE.parent / "honest"
 CASES = HERE / "cases"
 TASKS = HERE / "tasks"
 DEFAULT_TASK = "scale_bias_relu"
 BACKENDS = ("cpu", "cuda")
 STAGES = ("verify", "profile")
-KEYS = {"threats", "backend", "stage", "status", "rule", "config", "description", "task"}
+KEYS = {"threats", "backend", "stage", "status", "rule", "config", "description", "task", "paid_as"}
 THREAT_ID = re.compile(r"^[ABCD][1-9][0-9]?$")
 GROUP_SIZES = {"A": 27, "B": 18, "C": 13, "D": 7}
 
@@ -56,6 +59,7 @@ class Case:
     description: str
     task: str = DEFAULT_TASK
     config: dict[str, Any] = field(default_factory=dict)
+    paid_as: str = ""  # the honest twin it must not out-earn, where the cheat is neutralised
 
     @property
     def solution_path(self) -> Path:
@@ -77,7 +81,7 @@ def _load_case(path: Path) -> Case:
     return Case(name=path.name, path=path, threats=tuple(data["threats"]), backend=data["backend"],
                 stage=data.get("stage", "verify"), status=data["status"], rule=data.get("rule", ""),
                 description=" ".join(data["description"].split()), task=data.get("task", DEFAULT_TASK),
-                config=dict(data.get("config", {})))
+                config=dict(data.get("config", {})), paid_as=data.get("paid_as", ""))
 
 
 def load_cases() -> list[Case]:
@@ -104,7 +108,12 @@ def test_case_is_well_formed(case: Case):
         assert int(threat[1:]) <= GROUP_SIZES[threat[0]], f"no threat {threat}"
     assert case.backend in BACKENDS
     assert case.stage in STAGES
-    assert case.status in STATUSES and case.status != "ok"
+    assert case.status in STATUSES
+    if case.paid_as:  # neutralised, not refused: paid at most as its honest twin
+        assert case.status == "ok" and case.stage == "profile", "a twin is compared on what timing paid"
+        assert (HONEST / case.paid_as / "model.py").is_file(), f"no honest case {case.paid_as}"
+    else:
+        assert case.status != "ok"
     assert case.status != "compile_error", "a cheat that does not compile proves nothing"
     assert case.rule == "" or case.rule in RULES, f"unknown rule {case.rule!r}"
     assert case.description
@@ -169,7 +178,23 @@ def test_cheat_is_rejected(case: Case, judges, skip_where_the_flush_hides_20_ms)
     if case.name in PREPARE_STEP_CASES and verdict.status == "ok":
         skip_where_the_flush_hides_20_ms(verdict)  # the static rules, off for these cases, refuse them
     assert verdict.status == case.status, f"expected {expected}; got {_summary(verdict)}"
+    if case.paid_as:
+        _assert_paid_no_more_than_its_twin(case, verdict, judge)
+        return
     assert verdict.correct is False and verdict.reward == -1, _summary(verdict)
     if case.rule:
         found = {x.rule for x in verdict.violations}
         assert case.rule in found, f"expected {expected}; got {_summary(verdict)}"
+
+
+def _assert_paid_no_more_than_its_twin(case: Case, verdict: Verdict, judge: Judge) -> None:
+    """The cheat's hidden time is counted: the same kernels ordered honestly earn as much."""
+    twin = judge.evaluate(load_task(HONEST / case.paid_as / "model.py"),
+                          load_solution(HONEST / case.paid_as / "solution"), stage=case.stage)
+    assert twin.status == "ok" and twin.speedup_vs_eager, _summary(twin)
+    assert verdict.speedup_vs_eager is not None, _summary(verdict)
+    # The judge repeats a median to 1% on the GPU; 25% is far below what the hidden time was worth.
+    assert verdict.speedup_vs_eager <= 1.25 * twin.speedup_vs_eager, (
+        f"paid {verdict.speedup_vs_eager:.2f}x vs eager, its honest twin {twin.speedup_vs_eager:.2f}x\n"
+        + _summary(verdict))
+    assert verdict.reward <= twin.reward, f"reward {verdict.reward} vs its twin's {twin.reward}"

@@ -363,6 +363,7 @@ class Worker:
         self._private_flush_len = 0  # the part of the flush buffer that covers the private caches
         self._persisting_l2: Callable[[], None] | None = None
         self._cycles_per_ms: float | None = None
+        self._device_wait: Any = None  # device_wait.DeviceWait, made on the first timed call
         self._last_inputs: list[Any] | None = None
         self.fd_in = self.fd_out = -1
         self.arena_fd = -1  # the cpu backend's input arena (a memfd from the judge), if given
@@ -924,8 +925,12 @@ class Worker:
                         if cuda:
                             waited.record()
                             if cycles:
-                                torch.cuda._sleep(cycles)
+                                self._device_wait.queue(cycles)
                             start.record()
+                            # The device is held from here to the window's end: no stream runs early.
+                            if cycles and not self._device_wait.hold():
+                                raise WorkerFailure(ERROR_SETUP, "the judge's device-side wait did not start "
+                                                    "within 10 s: the device is held by other work")
                         output = self.model(*inputs)
                         returned = _clock_ns()
                         # The inputs are let go inside the measured call: finalizers and weakref
@@ -963,17 +968,24 @@ class Worker:
 
     def _window_cycles(self, window_ms: float) -> int:
         """GPU clock cycles for a device-side wait of ``window_ms``, measured on first use (by
-        then the warm-up calls have brought the clock up; a slower clock only lengthens it)."""
+        then the warm-up calls have brought the clock up; a slower clock only lengthens it).
+        The wait fills every SM (``device_wait``), so no stream's work can run during it."""
         import torch
+
+        from .device_wait import DeviceWait, DeviceWaitError
 
         if window_ms <= 0:
             return 0
         if self._cycles_per_ms is None:
+            try:
+                self._device_wait = DeviceWait()
+            except DeviceWaitError as e:
+                raise WorkerFailure(ERROR_SETUP, f"the judge's device-side wait cannot run here: {e}") from None
             probe = 1_000_000
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             torch.cuda.synchronize()
             a.record()
-            torch.cuda._sleep(probe)
+            self._device_wait.queue(probe)
             b.record()
             b.synchronize()
             self._cycles_per_ms = probe / max(a.elapsed_time(b), 1e-3)
