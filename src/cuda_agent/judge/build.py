@@ -217,7 +217,12 @@ class ExtensionBuilder:
             for unit in missing:  # keep what compiled, even when another unit failed
                 built = workdir / "obj" / f"{unit.key}.o"
                 if built.exists():
-                    os.replace(built, self._object(unit))
+                    # Never over another judge's copy: a build running now may have been granted
+                    # that file (its sandbox allows the inode, not the name) and would lose it.
+                    try:
+                        os.link(built, self._object(unit))
+                    except FileExistsError:
+                        pass
             log = (pch_note + "\n" + output).strip()[-LOG_LIMIT:]
             if not ok:
                 summary = (f"the build exceeded its {self.timeout_s:.0f} s limit" if timed_out

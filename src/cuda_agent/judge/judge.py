@@ -47,6 +47,7 @@ from .baselines import BaselineCache, BaselineKey
 from .build import ExtensionBuilder
 from .config import JudgeConfig
 from .device_gate import DeviceGate
+from . import linked_symbols
 from .op_counter import OpCounterUnavailable
 from .op_counter import build as build_op_counter
 from .reference import ReferenceReport
@@ -241,6 +242,10 @@ class Judge:
         if not result.ok:
             verdict.details = result.log
             _fail(verdict, "compile_error", result.errors)
+        if self.config.runtime_checks and (refused := linked_symbols.refusal(result.module_path)):
+            status, error, found = refused
+            verdict.violations.extend(found)
+            _fail(verdict, status, error, fault="candidate" if found else "judge")
         return result.module_path
 
     def unreachable_for_candidates(self) -> list[str]:

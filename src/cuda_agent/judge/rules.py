@@ -55,6 +55,11 @@ RUNTIME_RULES: dict[str, str] = {
     "records_disabled": "the judge's op counter was removed or switched off in the candidate's process",
     "process_left_running": "a process the candidate started (forked, detached or not) was still "
                             "running when its calls had returned",
+    # Read by the judge from the extension it built, before any of it runs.
+    "linked_symbols": "the built extension imports a way to compute that the op records cannot see: "
+                      "ATen's kernels below the dispatcher (at::cpu::, at::native::, redispatch, the "
+                      "dispatcher's tables), a host BLAS, or the means to find such code at run time "
+                      "(dlsym, opening files, mapping memory, raw system calls)",
 }
 
 TIMING_RULES: dict[str, str] = {

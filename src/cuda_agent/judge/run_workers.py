@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..solution import MODEL_FILE
+from . import linked_symbols
 from .inline_extension import MAX_CALLS as MAX_INLINE_CALLS
 from .inline_extension import InlineCall, InlineCallError
 from .landlock import build_ruleset
@@ -120,6 +121,11 @@ class RunWorkers:
                                   "arch": self.judge.builder.toolchain.arch}
         if not result.ok:
             return self._inline_refused("compile_error", f"load_inline's build of {call.name} failed:\n{result.errors}")
+        if self.cfg.runtime_checks and (refused := linked_symbols.refusal(result.module_path)):
+            status, error, found = refused
+            with self._lock:
+                self.verdict.violations.extend(found)
+            return self._inline_refused(status, error)
         copy = self.dir / "inline" / f"{count}-{call.name}.so"
         copy.parent.mkdir(mode=0o755, exist_ok=True)
         shutil.copyfile(result.module_path, copy)
