@@ -67,7 +67,7 @@ def test_a_module_that_looks_code_up_at_run_time_is_refused(tmp_path):
     found = linked_violations(looks_up)
     assert [v.rule for v in found] == ["linked_symbols"]
     assert "`dlsym`" in found[0].message and "looks up code at run time" in found[0].message
-    status, error, violations = refusal(looks_up)
+    status, error, violations = refusal(looks_up, "cpu")
     assert status == "forbidden" and violations == found and "dlsym" in error
 
 
@@ -81,11 +81,21 @@ def test_a_module_that_only_computes_is_not(tmp_path):
         }
     """)
     assert linked_violations(computes) == []
-    assert refusal(computes) is None
+    assert refusal(computes, "cpu") is None
 
 
 def test_an_unreadable_module_is_the_judges_failure_not_a_refusal(tmp_path):
     junk = tmp_path / "junk.so"
     junk.write_bytes(b"not an ELF file")
-    status, error, violations = refusal(junk)
+    status, error, violations = refusal(junk, "cpu")
     assert status == "setup_error" and violations == [] and "could not read" in error
+
+
+def test_cuda_modules_are_left_to_the_kernel_record(tmp_path):
+    # CUDA's static runtime imports open/fopen64/syscall in every module; the kernel record sees
+    # GPU work whatever road led to it.
+    looks_up = _shared_object(tmp_path, "looks_up_cuda", """
+        #include <dlfcn.h>
+        extern "C" void* find(const char* name) { return dlsym(RTLD_DEFAULT, name); }
+    """)
+    assert refusal(looks_up, "cuda") is None

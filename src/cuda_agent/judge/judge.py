@@ -242,7 +242,7 @@ class Judge:
         if not result.ok:
             verdict.details = result.log
             _fail(verdict, "compile_error", result.errors)
-        if self.config.runtime_checks and (refused := linked_symbols.refusal(result.module_path)):
+        if self.config.runtime_checks and (refused := linked_symbols.refusal(result.module_path, self.backend)):
             status, error, found = refused
             verdict.violations.extend(found)
             _fail(verdict, status, error, fault="candidate" if found else "judge")

@@ -7,7 +7,8 @@ sees that work. Every such path leaves a mark the candidate cannot hide: the ext
 symbol, or imports the means to find one at run time (``dlsym``, reading a library's file,
 mapping memory, a raw system call). The judge links the module itself, so its dynamic symbol
 table is a record taken on the trusted side; this module reads it (``nm``, from the binutils
-that linked it) and names every import on those paths.
+that linked it) and names every import on those paths. It stands in, on the cpu backend, for
+the kernel record that sees such work on cuda.
 """
 
 from __future__ import annotations
@@ -142,9 +143,16 @@ def linked_violations(module: Path, where: str = "cuda_extension") -> list[Viola
             for reason, names in sorted(found.items())]
 
 
-def refusal(module: Path) -> tuple[str, str, list[Violation]] | None:
+def refusal(module: Path, backend: str) -> tuple[str, str, list[Violation]] | None:
     """The verdict's status, error and violations for a module whose imports lead to unseen
-    compute (or whose imports cannot be read); None where they are all fine."""
+    compute (or whose imports cannot be read); None where they are all fine.
+
+    The cpu backend only: there no other record sees compute below the dispatcher. On cuda every
+    such road ends in GPU kernels, which the kernel record attributes (``unattributed_kernels``),
+    and CUDA's static runtime, linked into every module, itself imports ``open``, ``fopen64`` and
+    ``syscall``."""
+    if backend != "cpu":
+        return None
     try:
         found = linked_violations(module)
     except LinkRecordError as exc:

@@ -121,7 +121,7 @@ class RunWorkers:
                                   "arch": self.judge.builder.toolchain.arch}
         if not result.ok:
             return self._inline_refused("compile_error", f"load_inline's build of {call.name} failed:\n{result.errors}")
-        if self.cfg.runtime_checks and (refused := linked_symbols.refusal(result.module_path)):
+        if self.cfg.runtime_checks and (refused := linked_symbols.refusal(result.module_path, self.judge.backend)):
             status, error, found = refused
             with self._lock:
                 self.verdict.violations.extend(found)
