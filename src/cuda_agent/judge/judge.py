@@ -43,11 +43,11 @@ from ..device import SharedCacheFlush, machine_gpu, resolve_backend, shared_cach
 from ..errors import SolutionFormatError
 from ..solution import Solution, validate_solution
 from ..task import Task
+from . import linked_symbols
 from .baselines import BaselineCache, BaselineKey
 from .build import ExtensionBuilder
 from .config import JudgeConfig
 from .device_gate import DeviceGate
-from . import linked_symbols
 from .op_counter import OpCounterUnavailable
 from .op_counter import build as build_op_counter
 from .reference import ReferenceReport

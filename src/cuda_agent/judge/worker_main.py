@@ -872,6 +872,7 @@ class Worker:
         import torch
 
         from . import input_arena, protocol, recording
+        from .device_wait import RESIDENT_TIMEOUT_S
 
         cuda = self.device == "cuda"
         counter = self.counter
@@ -929,8 +930,8 @@ class Worker:
                             start.record()
                             # The device is held from here to the window's end: no stream runs early.
                             if cycles and not self._device_wait.hold():
-                                raise WorkerFailure(ERROR_SETUP, "the judge's device-side wait did not start "
-                                                    "within 10 s: the device is held by other work")
+                                raise WorkerFailure(ERROR_SETUP, "the judge's device-side wait did not start within "
+                                                    f"{RESIDENT_TIMEOUT_S:.0f} s: the device is held by other work")
                         output = self.model(*inputs)
                         returned = _clock_ns()
                         # The inputs are let go inside the measured call: finalizers and weakref
