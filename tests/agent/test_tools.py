@@ -515,6 +515,7 @@ def test_judge_tools_report_a_workspace_without_kernels(box, judged_ctx):
 
 
 @pytest.mark.slow
+@pytest.mark.timing  # an honest profile paid: a loaded machine may rightly withhold or doubt it
 def test_compile_error_then_verify_then_profile(box, judged_ctx):
     root = judged_ctx.workspace
     shutil.copytree(FIXTURES / "compile_error" / "kernels", root / "kernels", dirs_exist_ok=True)

@@ -101,13 +101,16 @@ def speedup_withheld(v: Verdict) -> str | None:
 
     The one place that decides it: the reward, the speedup fields and every reader of them (the
     bench's metrics, the agent's best solution, training) follow from it."""
+    # Every reason that holds, so that what the candidate can fix is said whatever the load was.
+    reasons = []
     if v.timing_integrity.get("stable") is False:
-        return "the timing was not stable enough to claim a speedup"
+        reasons.append("the timing was not stable enough to claim a speedup")
     if v.precision.get("reduced"):
-        return f"computed in less precision than the task's {v.precision.get('dtype', 'dtype')}, so no speedup is paid"
-    if v.precision.get("unmeasured"):
-        return "its precision could not be measured, so no speedup is paid"
-    return None
+        reasons.append(f"computed in less precision than the task's {v.precision.get('dtype', 'dtype')}, "
+                       "so no speedup is paid")
+    elif v.precision.get("unmeasured"):
+        reasons.append("its precision could not be measured, so no speedup is paid")
+    return "; ".join(reasons) or None
 
 
 def _ms(stats: TimingStats | None) -> str:
