@@ -243,6 +243,7 @@ def test_a_kernel_that_computes_in_tf32_is_paid_no_speedup(cpu_judge, fixtures_d
 
 
 @pytest.mark.slow
+@pytest.mark.timing  # its profile must not be refused: a loaded machine can doubt an honest clock
 def test_a_kernel_exact_while_verified_and_tf32_once_timed_is_paid_no_speedup(cpu_judge, fixtures_dir, tmp_path):
     """The verify checks see float32; every call after them (the timed ones) rounds to TF32. The
     rechecks of timed calls measure precision too, so the switch is seen."""
