@@ -223,6 +223,8 @@ class ExtensionBuilder:
                         os.link(built, self._object(unit))
                     except FileExistsError:
                         pass
+                    except OSError:  # a file system without hard links: by name, as before
+                        os.replace(built, self._object(unit))
             log = (pch_note + "\n" + output).strip()[-LOG_LIMIT:]
             if not ok:
                 summary = (f"the build exceeded its {self.timeout_s:.0f} s limit" if timed_out
