@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.judge.linked_symbols import imported_symbols, linked_violations, nested_name, refusal, why_refused
+from cuda_agent.judge.linked_symbols import (imported_symbols, linked_violations, nested_name, record_own_imports,
+                                            refusal, why_refused)
 
 
 @pytest.mark.parametrize("symbol, refused", [
@@ -99,3 +100,39 @@ def test_cuda_modules_are_left_to_the_kernel_record(tmp_path):
         extern "C" void* find(const char* name) { return dlsym(RTLD_DEFAULT, name); }
     """)
     assert refusal(looks_up, "cuda") is None
+
+
+def test_only_the_imports_of_the_solutions_own_objects_count(tmp_path):
+    """A toolchain that links parts of the C++ runtime into the module brings their imports
+    (``open`` from std::random_device, ``syscall`` from a static's guard): the judge's record of
+    what the solution's objects reference keeps those out, and keeps the solution's own in."""
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        pytest.skip("needs a C++ compiler")
+    sources = {
+        "runtime_part": '#include <fcntl.h>\nextern "C" int runtime_opens(const char* p) { return open(p, O_RDONLY); }\n',
+        "solution": 'extern "C" int runtime_opens(const char*);\nextern "C" int kernel(int x) { return x * 2; }\n',
+        "solution_that_opens": '#include <fcntl.h>\nextern "C" int peek(const char* p) { return open(p, O_RDONLY); }\n',
+    }
+    objects = {}
+    for name, text in sources.items():
+        (tmp_path / f"{name}.cpp").write_text(text)
+        objects[name] = tmp_path / f"{name}.o"
+        subprocess.run([compiler, "-c", "-fPIC", str(tmp_path / f"{name}.cpp"), "-o", str(objects[name])], check=True)
+
+    def link(names: list[str], own: list[str] | None) -> Path:
+        directory = tmp_path / "-".join(names)
+        directory.mkdir()
+        module = directory / "cuda_extension.so"
+        subprocess.run([compiler, "-shared", *(str(objects[n]) for n in names), "-o", str(module)], check=True)
+        if own is not None:
+            record_own_imports([objects[n] for n in own], directory)
+        return module
+
+    assert "open" in imported_symbols(link(["runtime_part", "solution"], own=["solution"]))
+    assert refusal(tmp_path / "runtime_part-solution" / "cuda_extension.so", "cpu") is None
+    status, _error, violations = refusal(link(["runtime_part", "solution_that_opens"], own=["solution_that_opens"]),
+                                         "cpu")
+    assert status == "forbidden" and "`open`" in violations[0].message
+    # No record (a module built with link flags of the solution's own): every import counts.
+    assert refusal(link(["solution", "runtime_part"], own=None), "cpu")[0] == "forbidden"

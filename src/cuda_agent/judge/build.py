@@ -29,8 +29,9 @@ from filelock import FileLock
 
 from ..solution import (BINDING_SUFFIX, CUDA_SOURCE_SUFFIXES, CXX_SOURCE_SUFFIXES,
                         HEADER_SUFFIXES, Solution)
-from . import diagnostics
+from . import diagnostics, linked_symbols
 from .inline_extension import InlineCall
+from .linked_symbols import LinkRecordError
 from .sandbox import CompileSandbox
 from .toolchain import EXTENSION_NAME, Toolchain
 
@@ -233,6 +234,11 @@ class ExtensionBuilder:
                                    len(missing), len(units), timed_out, confinement)
             staged = Path(tempfile.mkdtemp(prefix="module-", dir=self.root / "work"))
             os.replace(workdir / MODULE_FILE, staged / MODULE_FILE)
+            if not extra_ldflags:  # with link flags of its own, all the module's imports are its own
+                try:
+                    linked_symbols.record_own_imports([self._object(u) for u in units], staged)
+                except (LinkRecordError, OSError, subprocess.SubprocessError):
+                    pass  # no record: every import of the module counts as the solution's
             try:
                 os.replace(staged, module_dir)
             except OSError:  # another judge linked the same module first; theirs is identical

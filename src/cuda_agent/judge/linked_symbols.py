@@ -3,11 +3,19 @@
 The op counter inside the candidate's process sees ATen ops entered through the dispatcher. C++
 can also reach ATen's kernels below it (``at::cpu::mm``, ``at::native::...``, an op's
 ``redispatch``, the dispatcher's own tables), or a BLAS, and on the cpu backend no other record
-sees that work. Every such path leaves a mark the candidate cannot hide: the extension imports the
-symbol, or imports the means to find one at run time (``dlsym``, reading a library's file,
+sees that work. The plain paths leave a mark the candidate cannot hide: the extension imports the
+symbol, or imports the means to find one at run time (``dlsym``, opening a library's file,
 mapping memory, a raw system call). The judge links the module itself, so its dynamic symbol
 table is a record taken on the trusted side; this module reads it (``nm``, from the binutils
-that linked it) and names every import on those paths. It stands in, on the cpu backend, for
+that linked it) and names every import on those paths.
+
+Only the imports the solution's own code makes count. Some toolchains link parts of the C++
+runtime into every module (GCC 13 with torch 2.11: ``std::random_device`` opens a file, a
+function-local static's guard makes a raw futex call), and those parts import ``open`` and
+``syscall`` for themselves. So at build time the judge also records what the objects it compiled
+from the solution's sources reference (``record_own_imports``), and an import of the module
+counts where those objects reference it; a module built with link flags of the solution's own
+has no such record, and all its imports count. It stands in, on the cpu backend, for
 the kernel record that sees such work on cuda.
 """
 
@@ -47,24 +55,49 @@ _LOOKUP = {
 _FILE_STREAMS = ("basic_ifstream", "basic_ofstream", "basic_fstream", "basic_filebuf")
 
 
+# Beside a built module: the symbols its own objects reference (one per line).
+OWN_IMPORTS = "own_imports.txt"
+
+
 class LinkRecordError(RuntimeError):
     """The module's symbol table could not be read."""
 
 
-def imported_symbols(module: Path) -> list[str]:
-    """The undefined dynamic symbols of ``module``, mangled, without version suffixes."""
+def _undefined(path: Path, dynamic: bool) -> list[str]:
     nm = shutil.which("nm")
     if nm is None:
         raise LinkRecordError("`nm` (GNU binutils, which links the extension) is not on PATH; install binutils")
-    done = subprocess.run([nm, "-D", "--undefined-only", str(module)], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([nm, *(["-D"] if dynamic else []), "--undefined-only", str(path)], capture_output=True,
+                          text=True, timeout=60)
     if done.returncode != 0:
-        raise LinkRecordError(f"nm could not read {module.name}: {done.stderr.strip()[:300]}")
+        raise LinkRecordError(f"nm could not read {path.name}: {done.stderr.strip()[:300]}")
     names = []
     for line in done.stdout.splitlines():
         parts = line.split()
         if len(parts) >= 2 and parts[-2] in ("U", "w", "v"):
             names.append(parts[-1].split("@", 1)[0])
     return names
+
+
+def imported_symbols(module: Path) -> list[str]:
+    """The undefined dynamic symbols of ``module``, mangled, without version suffixes."""
+    return _undefined(module, dynamic=True)
+
+
+def record_own_imports(objects: list[Path], module_dir: Path) -> None:
+    """Write beside the module what the objects compiled from the solution reference."""
+    names = sorted({name for obj in objects for name in _undefined(obj, dynamic=False)})
+    (module_dir / OWN_IMPORTS).write_text("\n".join(names) + "\n")
+
+
+def own_imports(module: Path) -> list[str]:
+    """The module's imports that its own objects reference (all of them, where no record was made)."""
+    imports = imported_symbols(module)
+    record = module.parent / OWN_IMPORTS
+    if not record.exists():
+        return imports
+    own = set(record.read_text().split())
+    return [name for name in imports if name in own]
 
 
 def nested_name(symbol: str) -> tuple[str, ...]:
@@ -134,7 +167,7 @@ def _readable(symbol: str) -> str:
 def linked_violations(module: Path, where: str = "cuda_extension") -> list[Violation]:
     """One violation per distinct reason the module's imports give, naming up to three imports."""
     found: dict[str, set[str]] = {}
-    for symbol in imported_symbols(module):
+    for symbol in own_imports(module):
         if reason := why_refused(symbol):
             found.setdefault(reason, set()).add(_readable(symbol))
     return [Violation(RULE, where, None, f"the built extension imports {', '.join(f'`{n}`' for n in sorted(names)[:3])}, "
