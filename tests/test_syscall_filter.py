@@ -115,7 +115,12 @@ def run_program():
         return subprocess.run(["true"]).returncode
     except OSError as exc:
         return exc.errno
-result = {"before": unix_socket(), "program_before": run_program()}
+def prctl(option, value):
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    return 0 if libc.prctl(option, value, 0, 0, 0) == 0 else ctypes.get_errno()
+# PR_TASK_PERF_EVENTS_DISABLE (31) and PR_SET_DUMPABLE (4): either would blind the judge's samples
+result = {"before": unix_socket(), "program_before": run_program(), "perf_before": prctl(31, 0)}
 go, seen = threading.Event(), {}
 def thread():  # started before the rule, as the CUDA driver's threads are
     go.wait()
@@ -124,14 +129,14 @@ t = threading.Thread(target=thread); t.start()
 refuse_late()
 go.set(); t.join()
 result.update(after=unix_socket(), thread=seen["thread"], socketpair=len(socket.socketpair()) == 2,
-              program_after=run_program(),
+              program_after=run_program(), perf_after=prctl(31, 0), dumpable_after=prctl(4, 0),
               filters=int(open("/proc/self/status").read().split("Seccomp_filters:")[1].split()[0]))
 print(json.dumps(result))
 """
 
 
 @needs_filter
-def test_a_worker_adds_the_unix_socket_and_program_rules_to_every_thread_once_started():
+def test_a_worker_adds_the_late_rules_to_every_thread_once_started():
     import errno
 
     import cuda_agent
@@ -147,6 +152,9 @@ def test_a_worker_adds_the_unix_socket_and_program_rules_to_every_thread_once_st
     assert result["after"] == errno.EACCES and result["thread"] == errno.EACCES
     assert result["socketpair"] is True and result["filters"] == 2
     assert result["program_before"] == 0 and result["program_after"] == errno.EACCES  # no compiler, no linker
+    # the judge's CPU sample record of the process can be neither switched off nor locked out
+    assert result["perf_before"] == 0
+    assert result["perf_after"] == errno.EPERM and result["dumpable_after"] == errno.EPERM
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from cuda_agent.judge import Judge, TimingConfig
+from cuda_agent.judge import Judge, TimingConfig, cpu_samples
+from cuda_agent.judge.evidence import LIBRARY_SHARE
 from cuda_agent.solution import CUDA_SOURCE_SUFFIXES, load_solution
 from cuda_agent.task import load_task
 
@@ -97,6 +98,12 @@ def test_cpu_case_is_accepted(name, cpu_judge):
     _assert_accepted(verdict)
     assert verdict.stage == "profile"
     assert verdict.timing_integrity["inputs_staged"] is True  # the reference made every timed input
+    # The kernel's samples of its timed calls, read by the judge, find no other library computing.
+    samples = verdict.timing_integrity["cpu_samples"]
+    if cpu_samples.unavailable() is None:
+        assert samples["library_share"] <= LIBRARY_SHARE, samples
+    else:
+        assert samples.startswith("not taken: this host refuses sampling"), samples
 
 
 # -- the CUDA cases, on a GPU ------------------------------------------------------------------

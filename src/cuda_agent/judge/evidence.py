@@ -12,16 +12,22 @@ records become violations:
   can only come from calling ATen's internals directly.
 * ``thread_left_running``: more threads after a call than before it.
 * ``flags_changed``: global numerics settings differ from those before the solution loaded.
+* ``library_compute``: more than ``LIBRARY_SHARE`` of the CPU time of the calls the judge
+  sampled (its own record, ``cpu_samples``; calls made as timed calls are) in another library's code.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..solution import Solution
 from .static_checks import kernel_inventory
 from .verdict import Violation
+
+if TYPE_CHECKING:
+    from .cpu_samples import SampleCount
 
 # ATen ops a solution may dispatch in forward: making tensors, views, metadata, copies. (The op
 # counter also sees ops that composite ops dispatch inside, such as the conjugate and negative
@@ -39,6 +45,10 @@ ALLOWED_OPS = frozenset(f"aten::{name}" for name in """
 """.split())
 
 UNATTRIBUTED_SHARE = 0.10
+# Another library's share of the sampled calls' CPU samples above which they are its compute, and
+# the fewest samples that decide it (an honest solution's share is nil: no code of its runs there).
+LIBRARY_SHARE = 0.25
+MIN_LIBRARY_SAMPLES = 8
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
@@ -118,3 +128,14 @@ def assess_flags(before: dict[str, Any], after: dict[str, Any], where: str) -> l
     listed = ", ".join(f"{k}: {before[k]!r} -> {after.get(k)!r}" for k in changed)
     return [Violation("flags_changed", where, None,
                       f"global numerics settings changed: {listed}. Leave torch's global settings alone.")]
+
+
+def assess_cpu_samples(count: "SampleCount", where: str) -> list[Violation]:
+    """``library_compute`` where another library took more than its share of the sampled calls."""
+    if count.samples < MIN_LIBRARY_SAMPLES or count.library_share <= LIBRARY_SHARE:
+        return []
+    files = ", ".join(Path(f).name for f in sorted(count.files, key=count.files.get, reverse=True)[:3])
+    return [Violation("library_compute", where, None,
+                      f"{count.library_share:.0%} of the sampled calls' CPU time ran in another library's code "
+                      f"({files}; {count.library} of {count.samples} samples). Compute in your own kernels; "
+                      "NumPy, SciPy, BLAS and other packages may not do the work.")]

@@ -60,6 +60,9 @@ RUNTIME_RULES: dict[str, str] = {
                       "ATen's kernels below the dispatcher (at::cpu::, at::native::, redispatch, the "
                       "dispatcher's tables), a host BLAS, or the means to find such code at run time "
                       "(dlsym, opening files, mapping memory, raw system calls)",
+    # Sampled by the kernel for the judge, outside the candidate's reach (cpu_samples).
+    "library_compute": "the sampled calls' CPU time went to another library's code (NumPy, SciPy, a BLAS, "
+                       "any package's native code but torch's and the solution's own)",
 }
 
 TIMING_RULES: dict[str, str] = {

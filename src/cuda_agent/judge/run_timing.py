@@ -13,6 +13,7 @@ from ..files import write_atomic
 from ..solution import MODEL_FILE
 from . import evidence
 from .baselines import baseline_stats, settled
+from .cpu_samples import ProcessSampler, SamplesUnavailable, unavailable as sampling_unavailable
 from .floor import WORKLOAD, Peaks, floor_ms
 from .roofline import NOT_ON_CPU, device_peaks, floor_peaks, not_drawn, roofline
 from .reference import ReferenceReport
@@ -34,17 +35,36 @@ class RunTiming:
         """A timing session for ``worker``; one that ``follows`` another ends with it; a
         ``flusher`` flushes the shared cache before each of its calls (``session``). A
         candidate's CPU clock is read around its untimed steps on the cpu backend, where all its
-        work is CPU time (on cuda a thread can queue device work for next to none)."""
+        work is CPU time (on cuda a thread can queue device work for next to none), and with the
+        runtime checks on, the kernel samples where that time goes (``cpu_samples``)."""
         t, cfg = self.timing, self.cfg
         worker_cores, _ = self.judge.timing_placement()
         watch_cpu = worker.spec.role == "candidate" and self.judge.backend == "cpu"
+        sampler = self._sampler(worker) if watch_cpu and cfg.runtime_checks else None
         return TimedSession(worker, label, keep=keep, warmup=t.warmup_calls, min_calls=t.min_calls,
                             max_calls=t.max_calls, precision=t.precision, target_seconds=t.target_seconds,
                             window=self.judge.backend == "cuda", exchange=self._call, post=self._post,
                             seed=self._seed, call_timeout_s=cfg.call_timeout_s,
                             warm_timeout_s=cfg.timing_timeout_s, cores=worker_cores, follows=follows,
                             flusher=flusher, cpu_clock=partial(cpu_seconds, worker.pid) if watch_cpu else None,
-                            stager=stager, arena=self.arena if stager is not None else None)
+                            stager=stager, arena=self.arena if stager is not None else None, sampler=sampler)
+
+    def _sampler(self, worker: WorkerProcess) -> ProcessSampler | None:
+        """The judge's CPU sample record of the candidate's process, or None with the reason in
+        ``sampling``: where this host refuses sampling altogether, the record is not taken (the
+        verdict says so); where it samples and refuses this process, the timing claims nothing."""
+        why = sampling_unavailable()
+        if why:
+            self.sampling = f"not taken: this host refuses sampling ({why})"
+            return None
+        try:
+            sampler = ProcessSampler(worker.pid)
+        except SamplesUnavailable as exc:
+            self.sampling = f"refused for the candidate's process: {exc}"
+            self.sampling_refused = True
+            return None
+        self.sampling, self.sampling_refused = None, False
+        return sampler
 
     def _stage_inputs(self) -> WorkerProcess | None:
         """The trusted process that stages every timed call's inputs (input_arena), the
@@ -117,6 +137,8 @@ class RunTiming:
         # A failure on a machine the kernel saw contended (timing.load_excuse) is not a refusal:
         # such a timing claims no speedup.
         eager = self._settled_baseline("eager")
+        self.sampling: str | None = "not taken: runtime checks are off" if backend == "cpu" else "not taken on cuda"
+        self.sampling_refused = False
         calibrations: list[Session] = []
         failed_attempts: list[str] = []
         problem = unsteady = None
@@ -132,7 +154,11 @@ class RunTiming:
             calibration = self._timed(self.ref, "reference (calibration)", keep=True, follows=cand, flusher=flusher,
                                       stager=stager)
             started = time.perf_counter()
-            pressure = self._time_sessions([cand, calibration])
+            try:
+                pressure = self._time_sessions([cand, calibration])
+            finally:
+                if cand.sampler is not None:
+                    cand.sampler.close()
             _add_seconds(v, "timing", started)
             session, seeds = cand.session, cand.seeds
             self._check_processes("after its timed calls")
@@ -141,6 +167,8 @@ class RunTiming:
                 v.timings["candidate"] = None
                 v.violations += evidence.assess_threads(0, session.threads_grown, MODEL_FILE)
                 _fail(v, "forbidden", f"{session.threads_grown} timed call(s) returned with a thread still running")
+            if cand.sampler is not None:
+                self._forbid(evidence.assess_cpu_samples(cand.sampler.count, MODEL_FILE), "during its timed calls: ")
             started = time.perf_counter()
             self._recheck(seeds)
             _add_seconds(v, "recheck", started)
@@ -154,7 +182,8 @@ class RunTiming:
             unsteady = (excuse or stability_problem(v.timings["candidate"], self.timing.max_uncertainty)
                         or resolution_problem(calibrations)
                         or drift_problem(reference, eager, self.timing.drift_tolerance)
-                        or foreign_processes(strays_elsewhere(self.cand.tree)))
+                        or foreign_processes(strays_elsewhere(self.cand.tree))
+                        or (f"the CPU sample record was {self.sampling}" if self.sampling_refused else None))
             v.timing_integrity = {
                 "candidate_prepare_ms": v.timings["candidate"].prepare_median_ms,
                 "reference_prepare_ms": reference.prepare_median_ms,
@@ -169,6 +198,8 @@ class RunTiming:
                 "inputs_staged": True if stager is not None else f"no: {self.arena.get('why')}",
                 "reference_ms": reference.median_ms,
                 "precision": v.timings["candidate"].precision,
+                "cpu_samples": ({**cand.sampler.count.to_dict(), "sampled_calls": cand.sampled_calls}
+                                if cand.sampler is not None else self.sampling),
                 "attempts": attempt, "failed_attempts": list(failed_attempts),
             }
             if problem is None and unsteady is None:

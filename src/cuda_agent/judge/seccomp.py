@@ -38,6 +38,8 @@ SCMP_CMP_EQ = 4
 SCMP_CMP_MASKED_EQ = 7
 AF_UNIX = 1
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_DUMPABLE = 4
+PR_TASK_PERF_EVENTS_DISABLE = 31
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
 SECCOMP_SET_MODE_FILTER = 1
@@ -167,13 +169,20 @@ def _export(lib: ctypes.CDLL, ctx: int) -> bytes:
 def refuse_late(programs: bool = True) -> None:
     """Add the Unix-domain socket rule to this process, all its threads included (the CUDA
     driver's, started before), and with ``programs`` refuse running any program (``execve``,
-    ``execveat``); raises SeccompUnavailable if that fails."""
+    ``execveat``); raises SeccompUnavailable if that fails. Also refused from now on: switching off
+    the perf events on this process and making it undumpable, either of which would blind the
+    judge's CPU sample record of it (``cpu_samples``)."""
     lib = _library()
     ctx = lib.seccomp_init(SCMP_ACT_ALLOW)
     if not ctx:
         raise SeccompUnavailable("seccomp_init failed")
     try:
         _refuse_unix_sockets(lib, ctx)
+        prctl = lib.seccomp_syscall_resolve_name(b"prctl")
+        for option in (PR_SET_DUMPABLE, PR_TASK_PERF_EVENTS_DISABLE):
+            match = _ArgCmp(0, SCMP_CMP_EQ, option, 0)
+            if lib.seccomp_rule_add_exact_array(ctx, _errno_action(errno.EPERM), prctl, 1, ctypes.byref(match)) != 0:
+                raise SeccompUnavailable(f"could not add the rule for prctl option {option}")
         for name in ("execve", "execveat") if programs else ():
             number = lib.seccomp_syscall_resolve_name(name.encode())
             if number >= 0 and lib.seccomp_rule_add_exact_array(ctx, _errno_action(errno.EACCES), number, 0,

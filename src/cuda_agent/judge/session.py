@@ -38,6 +38,14 @@ each timed call, the CPU time the worker used between the end of its prepare ste
 while its timing thread waits: work other threads did while it was not being timed
 (``timing.integrity_problem``).
 
+A session with a ``sampler`` (cpu backend, the candidate) has the kernel sample where its
+worker's CPU time goes (``cpu_samples``). A sample costs the sampled thread time, so the record
+is on only in sampled calls: in every ``SAMPLED_EVERY`` calls after the warm-up, one chosen at
+random (secretly, as seeds are) is made exactly as a timed call is (the same messages, its output
+kept and rechecked alike) with the record on, and its time is not used. Its go step, on the
+judge's clock, is a window of the record. The worker cannot tell which calls are sampled without
+spending time in every call to find out.
+
 A session with a ``stager`` builds none of its inputs: its worker's prepare step gets no seed
 and only flushes; then the stager, a trusted process of its own, writes that call's inputs into
 the input arena they all map and flushes the cache (``stage``), and the go follows
@@ -49,13 +57,16 @@ work and both follow another process's use of the device (on a GPU, a context sw
 
 from __future__ import annotations
 
+import secrets
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from .cpu_samples import now_ns
 from .process_tree import RunqueueWait
 from .timing import Session, median_interval, window_for
 
 if TYPE_CHECKING:
+    from .cpu_samples import ProcessSampler
     from .worker_process import WorkerProcess
 
 # Exchanges with a worker: (worker, cmd or None for a timing step, timeout, fields, expect,
@@ -67,6 +78,8 @@ Exchange = Callable[..., dict]
 # one wake-up in its channel, small beside it).
 STEP_SPIN_S = 0.05
 GO_SPIN_FACTOR, GO_SPIN_MAX_S = 1.5, 1.0
+# With a sampler: one call in every this many after the warm-up is sampled and not timed.
+SAMPLED_EVERY = 3
 
 
 def go_spin_s(previous_go_s: float | None) -> float:
@@ -83,14 +96,15 @@ class TimedSession:
                  call_timeout_s: float, warm_timeout_s: float, cores: list[int],
                  follows: "TimedSession | None" = None, flusher: "WorkerProcess | None" = None,
                  cpu_clock: Callable[[], float | None] | None = None,
-                 stager: "WorkerProcess | None" = None, arena: dict | None = None):
+                 stager: "WorkerProcess | None" = None, arena: dict | None = None,
+                 sampler: "ProcessSampler | None" = None):
         self.worker, self.label, self.keep = worker, label, keep
         self.warmup, self.min_calls, self.max_calls = warmup, min_calls, max_calls
         self.precision, self.target_seconds, self.use_window = precision, target_seconds, window
         self._exchange, self._post, self._seed = exchange, post, seed
         self.call_timeout_s, self.warm_timeout_s, self.cores = call_timeout_s, warm_timeout_s, cores
         self.follows, self.flusher, self.cpu_clock = follows, flusher, cpu_clock
-        self.stager, self.arena = stager, arena
+        self.stager, self.arena, self.sampler = stager, arena, sampler
         self.linger_s: float | None = None  # None: the worker's own default; set by interleave
         self.session = Session()
         self.seeds: list[int] = []
@@ -103,6 +117,8 @@ class TimedSession:
         self._last_go_s: float | None = None     # the judge's clock on the previous call's go step
         self.done = False
         self.ops: dict | None = None              # the session's ops, from the worker's counter
+        self.sampled_calls = 0
+        self._sampling_plan: list[bool] = []      # which of the coming calls are sampled
         self.counter_watching: bool | None = None
 
     def begin(self) -> None:
@@ -140,6 +156,10 @@ class TimedSession:
         if cpu_before is not None and (cpu_after := self._cpu()) is not None:
             background_ms = (cpu_after - cpu_before) * 1e3
         waited_before = self._waited()
+        sampled = timed and self._sampled()
+        if sampled:
+            self.sampler.enable()
+        started_ns = now_ns()
         t1 = time.perf_counter()
         reply = self._exchange(self.worker, None, self._limit(timed),
                                {"step": "go", "keep": self.keep and timed, "window_ms": self.window_ms},
@@ -147,15 +167,38 @@ class TimedSession:
                                        "window_ms": (float, type(None)), "threads": int},
                                spin_s=go_spin_s(self._last_go_s))
         t2 = time.perf_counter()
+        if sampled:
+            self.sampler.disable()
+            self.sampler.watch(started_ns, now_ns())
+            self.sampler.read()
         go_wait_ms = _difference(waited_before, self._waited())
         self._last_go_s = t2 - t1
         self._i += 1
-        if timed:
+        if sampled:
+            self._record_sampled(seed, reply)
+        elif timed:
             self._record(seed, prepare_ms, (t2 - t1) * 1e3, reply, background_ms, (prepare_wait_ms, go_wait_ms))
         else:
             self._warm_calls.append(reply["call_ms"])
         if not self.done:
             self._prepare()
+
+    def _sampled(self) -> bool:
+        """Whether the coming call is a sampled one: one at random in each run of SAMPLED_EVERY."""
+        if self.sampler is None:
+            return False
+        if not self._sampling_plan:
+            chosen = secrets.randbelow(SAMPLED_EVERY)
+            self._sampling_plan = [i == chosen for i in range(SAMPLED_EVERY)]
+        return self._sampling_plan.pop()
+
+    def _record_sampled(self, seed: int, reply: dict) -> None:
+        """A sampled call: its output is kept and checked as a timed call's, its time not used."""
+        self.session.threads_grown += reply["threads"] > 0
+        self.seeds.append(seed)
+        self.sampled_calls += 1
+        if len(self.seeds) >= self.max_calls:
+            self.done = True
 
     def _limit(self, timed: bool) -> float:
         # Early calls may compile (torch.compile, lazy module loading): the long limit.
@@ -205,10 +248,9 @@ class TimedSession:
             s.window_ms.append(reply["window_ms"] if reply["window_ms"] is not None else 0.0)
         s.prepare_ms.append(prepare_ms)
         s.go_ms.append(go_ms)
-        n = len(self.seeds)
-        if n >= self.max_calls:
+        if len(self.seeds) >= self.max_calls:  # kept outputs, the sampled calls' too
             self.done = True
-        elif n >= self.min_calls and self.follows is None:
+        elif len(s.call_ms) >= self.min_calls and self.follows is None:
             measured_s = sum(s.host_ms) / 1e3
             self.done = median_interval(s.figure_ms) <= self.precision or measured_s >= self.target_seconds
 
@@ -216,6 +258,9 @@ class TimedSession:
         """End the session; the number of outputs the worker says it kept. The worker's count of
         the ops its calls dispatched, if it keeps one, is left in ``ops``."""
         reply = self._exchange(self.worker, None, self.call_timeout_s, {"step": "stop"}, expect={"calls": int})
+        if self.sampler is not None:
+            self.sampler.read()
+            self.sampler.close()
         if self._wait is not None:
             self._wait.close()
         self.ops = reply.get("ops")

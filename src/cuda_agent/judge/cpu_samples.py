@@ -1,0 +1,329 @@
+"""Where a candidate's CPU time goes, sampled by the kernel for the trusted side (cpu backend).
+
+NumPy, SciPy or a BLAS library computing a forward dispatches no ATen op and runs none of the
+solution's code, so the op counter and the link record (``linked_symbols``) see nothing; only the
+static scan did. Everything in the candidate's interpreter can be rewritten by it, so the record
+is not taken there: the judge opens the kernel's sampling events (``perf_event_open``, the task
+clock, user space only) on each of the candidate process's threads from its own process, reads
+the samples from ring buffers that only it maps, and places each sampled address in the file
+mapped there (``/proc/PID/maps``, read by the judge; mappings made later arrive in the same ring
+as the kernel's mmap records). The candidate holds no descriptor of these events, cannot read or
+rewrite their buffers, and cannot switch them off: the one call that would
+(``prctl(PR_TASK_PERF_EVENTS_DISABLE)``) is refused by its seccomp filter, and so is making itself
+undumpable, which would stop the judge opening the events or reading its maps.
+
+The record is on only in sampled calls: calls the judge makes exactly as it makes timed calls
+(the same messages, outputs kept and rechecked alike), one in every ``session.SAMPLED_EVERY``,
+chosen at random, and whose time is not used, since a sample costs the sampled thread time.
+Samples count only inside the judge's own windows around those calls (its clock,
+CLOCK_MONOTONIC, is the one the samples carry). A sample counts as another library's compute where the file it
+falls in is a Python package's own native code other than torch's (NumPy, SciPy, or any other
+installed package) or a BLAS or LAPACK library outside torch; torch's own libraries are the link
+record's and the op counter's. Code no file backs (a JIT's) is not counted: oneDNN compiles
+honest convolutions and matrix products into such memory.
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+import fcntl
+import functools
+import mmap
+import os
+import re
+import struct
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# How often the task clock is sampled while the record is on: every 250 us of a thread's CPU
+# time. A sample is dear in a virtual machine (calls 5-7% longer at this period on a 2-core one),
+# which is why the record is on only in calls whose time is not used (session.py).
+PERIOD_NS = 250_000
+# Each thread's ring: 32 KiB, about 1,000 samples (a quarter second of CPU) between two reads,
+# which come after every call. Small, since the kernel lets a user lock only 516 KiB of such
+# rings beyond RLIMIT_MEMLOCK (kernel.perf_event_mlock_kb).
+RING_PAGES = 8
+
+_SYSCALL = {"x86_64": 298, "aarch64": 241}.get(os.uname().machine)
+_PERF_TYPE_SOFTWARE, _PERF_COUNT_SW_TASK_CLOCK = 1, 1
+_SAMPLE_IP, _SAMPLE_TID, _SAMPLE_TIME = 1 << 0, 1 << 1, 1 << 2
+# attr flag bits: disabled (until ``enable``), exclude_kernel, exclude_hv, mmap (executable
+# mappings), sample_id_all, use_clockid
+_FLAGS = (1 << 0) | (1 << 5) | (1 << 6) | (1 << 8) | (1 << 18) | (1 << 25)
+_IOC_ENABLE, _IOC_DISABLE = 0x2400, 0x2401
+_ATTR_SIZE = 112  # PERF_ATTR_SIZE_VER5
+_CLOCK_MONOTONIC = 1
+_RECORD_MMAP, _RECORD_LOST, _RECORD_SAMPLE = 1, 2, 9
+_PERF_FLAG_FD_CLOEXEC = 1 << 3
+
+# Files outside torch that are libraries of linear algebra, wherever they are installed.
+_BLAS = re.compile(r"lib(open)?blas|liblapack|libmkl_|libcblas|libatlas|libflexiblas|libblis|libaccelerate", re.I)
+
+
+class SamplesUnavailable(RuntimeError):
+    """The kernel would not sample this process (perf_event_open refused, or no such system call)."""
+
+
+def _attr() -> bytes:
+    """struct perf_event_attr for the task clock, user space only, with IP, thread and time."""
+    head = struct.pack("IIQQQQQ", _PERF_TYPE_SOFTWARE, _ATTR_SIZE, _PERF_COUNT_SW_TASK_CLOCK, PERIOD_NS,
+                       _SAMPLE_IP | _SAMPLE_TID | _SAMPLE_TIME, 0, _FLAGS)
+    # wakeup_events, bp_type, config1, config2, branch_sample_type, regs_user, stack_user, clockid,
+    # regs_intr, aux_watermark, max_stack, reserved
+    tail = struct.pack("IIQQQQIiQIHH", 0, 0, 0, 0, 0, 0, 0, _CLOCK_MONOTONIC, 0, 0, 0, 0)
+    attr = head + tail
+    assert len(attr) == _ATTR_SIZE
+    return attr
+
+
+def _open_event(tid: int) -> int:
+    if _SYSCALL is None:
+        raise SamplesUnavailable(f"sampling is not supported on {os.uname().machine}")
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    attr = ctypes.create_string_buffer(_attr(), _ATTR_SIZE)
+    fd = libc.syscall(ctypes.c_long(_SYSCALL), attr, ctypes.c_int(tid), ctypes.c_int(-1), ctypes.c_int(-1),
+                      ctypes.c_ulong(_PERF_FLAG_FD_CLOEXEC))
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise SamplesUnavailable(f"perf_event_open refused for thread {tid}: {os.strerror(err)} "
+                                 f"(kernel.perf_event_paranoid is {_paranoid()})")
+    return int(fd)
+
+
+def _paranoid() -> str:
+    try:
+        return Path("/proc/sys/kernel/perf_event_paranoid").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
+@functools.lru_cache(maxsize=1)
+def unavailable() -> str | None:
+    """Why the kernel will not let this process sample threads (None: it will), asked once."""
+    try:
+        os.close(_open_event(0))
+    except SamplesUnavailable as exc:
+        return str(exc)
+    return None
+
+
+class _Ring:
+    """One thread's event and the ring buffer the kernel writes its records into."""
+
+    def __init__(self, tid: int):
+        self.fd = _open_event(tid)
+        self.page = mmap.PAGESIZE
+        try:
+            self.map = mmap.mmap(self.fd, (1 + RING_PAGES) * self.page, mmap.MAP_SHARED,
+                                 mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError as exc:
+            os.close(self.fd)
+            raise SamplesUnavailable(f"the kernel would not map a sample ring for thread {tid}: {exc} "
+                                     "(raise kernel.perf_event_mlock_kb or the memlock limit)") from None
+        self.size = RING_PAGES * self.page
+
+    def records(self):
+        """The records written since the last read: (type, body bytes); frees their space."""
+        head = struct.unpack_from("Q", self.map, 1024)[0]
+        tail = struct.unpack_from("Q", self.map, 1032)[0]
+        data = self.page
+        while tail < head:
+            offset = tail % self.size
+            header = self._read(data, offset, 8)
+            kind, _misc, size = struct.unpack("IHH", header)
+            if size < 8:
+                break
+            yield kind, self._read(data, (offset + 8) % self.size, size - 8)
+            tail += size
+        struct.pack_into("Q", self.map, 1032, head)
+
+    def _read(self, data: int, offset: int, n: int) -> bytes:
+        first = min(n, self.size - offset)
+        chunk = self.map[data + offset:data + offset + first]
+        return chunk + self.map[data:data + n - first] if first < n else chunk
+
+    def close(self) -> None:
+        self.map.close()
+        os.close(self.fd)
+
+
+@dataclass
+class Mapping:
+    start: int
+    end: int
+    path: str
+
+
+@dataclass
+class SampleCount:
+    """What the samples of the timed calls show (``ProcessSampler.count``)."""
+    samples: int = 0           # inside the timed calls' windows
+    library: int = 0           # of those, in another library's code
+    lost: int = 0              # records the kernel dropped for a full ring
+    outside: int = 0           # samples outside every window (prepare steps, waiting)
+    files: dict[str, int] = field(default_factory=dict)  # library file -> samples in windows
+
+    @property
+    def library_share(self) -> float:
+        return self.library / self.samples if self.samples else 0.0
+
+    def to_dict(self) -> dict:
+        top = sorted(self.files.items(), key=lambda kv: -kv[1])[:5]
+        return {"samples": self.samples, "library_samples": self.library, "library_share": round(self.library_share, 4),
+                "lost": self.lost, "outside_windows": self.outside, "period_us": PERIOD_NS / 1e3,
+                "library_files": {Path(k).name: v for k, v in top}}
+
+
+class ProcessSampler:
+    """The task clock of every thread of process ``pid``, sampled into rings the judge holds.
+
+    The events start switched off; ``enable``/``disable`` switch every thread's on and off.
+    ``watch(start_ns, end_ns)`` marks a window of the judge's clock (a sampled call); ``read()``
+    drains the rings, and takes on threads started since; ``count`` is what the windows hold."""
+
+    def __init__(self, pid: int, library_dirs: tuple[str, ...] | None = None):
+        self.pid = pid
+        self.rings: dict[int, _Ring] = {}
+        self.windows: list[tuple[int, int]] = []
+        self.count = SampleCount()
+        self._pending: list[tuple[int, int]] = []  # (time, ip) not yet placed in a window
+        self._allowed = library_dirs if library_dirs is not None else torch_dirs()
+        self._maps: list[Mapping] = []
+        self._starts: list[int] = []
+        self._library: dict[str, bool] = {}
+        self.enabled = False
+        try:
+            self._add_threads()
+            self._read_maps()
+        except (SamplesUnavailable, OSError):
+            self.close()
+            raise
+
+    def _add_threads(self) -> None:
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{self.pid}/task")]
+        except OSError as exc:
+            raise SamplesUnavailable(f"process {self.pid} is gone") from exc
+        for tid in tids:
+            if tid not in self.rings:
+                try:
+                    self.rings[tid] = ring = _Ring(tid)
+                except SamplesUnavailable:
+                    if os.path.exists(f"/proc/{self.pid}/task/{tid}"):
+                        raise  # refused for a live thread; one that just ended has nothing to sample
+                    continue
+                if self.enabled:
+                    fcntl.ioctl(ring.fd, _IOC_ENABLE, 0)
+
+    def enable(self) -> None:
+        """Sample every thread of the process from now on (threads new since the last read too)."""
+        try:
+            self._add_threads()
+        except SamplesUnavailable:
+            pass  # the process ended
+        self.enabled = True
+        for ring in self.rings.values():
+            fcntl.ioctl(ring.fd, _IOC_ENABLE, 0)
+
+    def disable(self) -> None:
+        for ring in self.rings.values():
+            fcntl.ioctl(ring.fd, _IOC_DISABLE, 0)
+        self.enabled = False
+
+    def _read_maps(self) -> None:
+        with open(f"/proc/{self.pid}/maps") as fh:
+            for line in fh:
+                parts = line.split(maxsplit=5)
+                if len(parts) == 6 and "x" in parts[1] and parts[5].startswith("/"):
+                    lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                    self._map(lo, hi, parts[5].rstrip("\n"))
+
+    def _map(self, start: int, end: int, path: str) -> None:
+        # A newer mapping over an older one's addresses wins: drop those it overlaps.
+        self._maps = [m for m in self._maps if m.end <= start or m.start >= end]
+        bisect.insort(self._maps, Mapping(start, end, path), key=lambda m: m.start)
+        self._starts = [m.start for m in self._maps]
+
+    def _file_at(self, ip: int) -> str | None:
+        i = bisect.bisect_right(self._starts, ip) - 1
+        if i >= 0 and self._maps[i].start <= ip < self._maps[i].end:
+            return self._maps[i].path
+        return None
+
+    def is_library(self, path: str) -> bool:
+        known = self._library.get(path)
+        if known is None:
+            known = self._library[path] = is_other_library(path, self._allowed)
+        return known
+
+    def watch(self, start_ns: int, end_ns: int) -> None:
+        self.windows.append((start_ns, end_ns))
+
+    def read(self) -> None:
+        """Drain every ring; new threads of the process get rings of their own from now on."""
+        for ring in list(self.rings.values()):
+            for kind, body in ring.records():
+                if kind == _RECORD_SAMPLE and len(body) >= 24:
+                    ip, _pid, _tid, t = struct.unpack_from("QIIQ", body)
+                    self._pending.append((t, ip))
+                elif kind == _RECORD_MMAP and len(body) >= 32:
+                    _pid, _tid, addr, length, _pgoff = struct.unpack_from("IIQQQ", body)
+                    name = body[32:].split(b"\0", 1)[0].decode(errors="replace")
+                    if name.startswith("/"):
+                        self._map(addr, addr + length, name)
+                elif kind == _RECORD_LOST and len(body) >= 16:
+                    self.count.lost += struct.unpack_from("QQ", body)[1]
+        self._place()
+        try:
+            self._add_threads()
+        except SamplesUnavailable:
+            pass  # the process ended; what it left was read above
+
+    def _place(self) -> None:
+        c, windows = self.count, sorted(self.windows)
+        starts = [w[0] for w in windows]
+        for t, ip in self._pending:
+            i = bisect.bisect_right(starts, t) - 1
+            if i < 0 or t > windows[i][1]:
+                c.outside += 1
+                continue
+            c.samples += 1
+            path = self._file_at(ip)
+            if path is not None and self.is_library(path):
+                c.library += 1
+                c.files[path] = c.files.get(path, 0) + 1
+        self._pending.clear()
+
+    def close(self) -> None:
+        for ring in self.rings.values():
+            ring.close()
+        self.rings.clear()
+
+
+def is_other_library(path: str, own: tuple[str, ...]) -> bool:
+    """Whether code in file ``path`` is another library's compute: a Python package's native code
+    outside the ``own`` directories (torch's, this package's), or a BLAS or LAPACK library
+    outside them wherever it is installed."""
+    real = os.path.realpath(path)
+    if any(real.startswith(d) for d in own):
+        return False
+    package = "/site-packages/" in real or "/dist-packages/" in real
+    return package or bool(_BLAS.search(os.path.basename(real)))
+
+
+def torch_dirs() -> tuple[str, ...]:
+    """The directories of torch's own code and the libraries its wheel bundles, and this
+    package's (the worker's own): never counted as another library."""
+    import torch
+
+    root = os.path.realpath(os.path.dirname(torch.__file__))
+    here = os.path.realpath(os.path.dirname(os.path.dirname(__file__)))
+    return (root + os.sep, root + ".libs" + os.sep, here + os.sep)
+
+
+def now_ns() -> int:
+    """The judge's clock, the one the samples carry (CLOCK_MONOTONIC)."""
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)

@@ -1,0 +1,160 @@
+"""The judge's CPU sample record of a candidate's process (judge/cpu_samples.py): the kernel samples
+another process's threads into rings only the judge maps, and each sample lands in the file mapped
+at its address."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from cuda_agent.judge import cpu_samples
+from cuda_agent.judge.cpu_samples import PERIOD_NS, ProcessSampler, SampleCount, is_other_library, now_ns
+from cuda_agent.judge.evidence import LIBRARY_SHARE, MIN_LIBRARY_SAMPLES, assess_cpu_samples
+
+WHY = cpu_samples.unavailable()
+needs_sampling = pytest.mark.skipif(WHY is not None, reason=f"this host refuses sampling: {WHY}")
+
+# A process that, on each line it reads, works for the time asked in the way asked, then answers.
+CHILD = textwrap.dedent("""
+    import sys, threading, time
+    import numpy as np
+    x = np.random.rand(1 << 20).astype(np.float32)
+    def work(kind, seconds):
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            if kind == "numpy":
+                np.sqrt(np.maximum(x * 2.0 + 1.0, 0.0))
+            else:
+                sum(i * i for i in range(2000))
+    print("ready", flush=True)
+    for line in sys.stdin:
+        kind, seconds = line.split()
+        if kind == "thread":  # the work in a thread started for it
+            t = threading.Thread(target=work, args=("numpy", float(seconds))); t.start(); t.join()
+        else:
+            work(kind, float(seconds))
+        print("done", flush=True)
+""")
+
+
+@pytest.fixture
+def child():
+    # One thread for NumPy's BLAS: its pool's threads would otherwise spin in it after the numpy
+    # work, which the record rightly sees as that library's.
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env=env)
+    assert proc.stdout.readline().strip() == "ready"
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _call(proc: subprocess.Popen, sampler: ProcessSampler, kind: str, seconds: float, watched: bool = True,
+          on: bool = True) -> None:
+    """One call of the child's, with the record on (``on``) and its window marked (``watched``)."""
+    if on:
+        sampler.enable()
+    start = now_ns()
+    proc.stdin.write(f"{kind} {seconds}\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline().strip() == "done"
+    if on:
+        sampler.disable()
+    if watched:
+        sampler.watch(start, now_ns())
+    sampler.read()
+
+
+@needs_sampling
+def test_numpy_work_in_a_window_is_counted_as_another_librarys(child):
+    sampler = ProcessSampler(child.pid)
+    try:
+        for _ in range(3):
+            _call(child, sampler, "numpy", 0.1)
+        count = sampler.count
+    finally:
+        sampler.close()
+    assert count.samples >= MIN_LIBRARY_SAMPLES, count.to_dict()
+    assert count.library_share > 0.5, count.to_dict()
+    assert any("numpy" in f for f in count.files)  # NumPy's own library (or the BLAS it bundles)
+    assert assess_cpu_samples(count, "model_new.py")[0].rule == "library_compute"
+
+
+@needs_sampling
+def test_pure_python_work_is_not_and_samples_outside_windows_are_set_apart(child):
+    sampler = ProcessSampler(child.pid)
+    try:
+        _call(child, sampler, "python", 0.2)
+        _call(child, sampler, "numpy", 0.2, watched=False)  # e.g. a prepare step: not a timed call
+        count = sampler.count
+    finally:
+        sampler.close()
+    assert count.samples >= MIN_LIBRARY_SAMPLES, count.to_dict()
+    assert count.library_share < LIBRARY_SHARE, count.to_dict()
+    assert count.outside >= MIN_LIBRARY_SAMPLES  # the unwatched numpy work, seen and set apart
+    assert assess_cpu_samples(count, "model_new.py") == []
+
+
+@needs_sampling
+def test_nothing_is_sampled_while_the_record_is_off(child):
+    sampler = ProcessSampler(child.pid)
+    try:
+        _call(child, sampler, "numpy", 0.2, on=False)
+        assert sampler.count.samples == sampler.count.outside == 0
+        _call(child, sampler, "numpy", 0.05)
+        assert sampler.count.samples > 0
+    finally:
+        sampler.close()
+
+
+@needs_sampling
+def test_a_thread_started_after_the_record_is_taken_on_at_the_next_read(child):
+    sampler = ProcessSampler(child.pid)
+    try:
+        threads_before = set(sampler.rings)
+        _call(child, sampler, "thread", 0.05)  # its thread ended before the read: missed
+        _call(child, sampler, "numpy", 0.01)
+        assert set(sampler.rings) >= threads_before
+        # The process's threads now: every live one has a ring of the judge's.
+        live = {int(t) for t in os.listdir(f"/proc/{child.pid}/task")}
+        assert live <= set(sampler.rings)
+    finally:
+        sampler.close()
+
+
+def test_which_files_count_as_another_library(tmp_path):
+    site = tmp_path / "site-packages"
+    own = (str(site / "torch") + os.sep,)
+
+    def is_library(path: str) -> bool:
+        return is_other_library(path, own)
+
+    assert is_library(str(site / "numpy" / "_core" / "_multiarray_umath.so"))
+    assert is_library(str(site / "numpy.libs" / "libscipy_openblas64_-ff651d7f.so"))
+    assert is_library(str(site / "scipy" / "linalg" / "_fblas.so"))
+    assert is_library("/usr/lib/x86_64-linux-gnu/libopenblas.so.0")  # a BLAS wherever it lives
+    assert not is_library(str(site / "torch" / "lib" / "libtorch_cpu.so"))  # the link record's
+    assert not is_library("/usr/lib/x86_64-linux-gnu/libc.so.6")
+    assert not is_library("/usr/lib/python3.11/lib-dynload/_ctypes.cpython-311-x86_64-linux-gnu.so")
+    assert not is_library(str(tmp_path / "judge-cache" / "build" / "cuda_extension.so"))  # the solution's
+
+
+def test_the_verdict_needs_enough_samples_and_more_than_the_share():
+    few = SampleCount(samples=MIN_LIBRARY_SAMPLES - 1, library=MIN_LIBRARY_SAMPLES - 1)
+    assert assess_cpu_samples(few, "model_new.py") == []  # too short a record to decide
+    under = SampleCount(samples=100, library=int(100 * LIBRARY_SHARE))
+    assert assess_cpu_samples(under, "model_new.py") == []
+    over = SampleCount(samples=100, library=int(100 * LIBRARY_SHARE) + 1, files={"/x/numpy/_core/m.so": 26})
+    (violation,) = assess_cpu_samples(over, "model_new.py")
+    assert violation.rule == "library_compute" and "m.so" in violation.message
+    assert over.to_dict()["period_us"] == PERIOD_NS / 1e3
+
+
+def test_a_process_the_judge_may_not_sample_is_refused_with_the_reason():
+    with pytest.raises(cpu_samples.SamplesUnavailable, match="gone"):
+        ProcessSampler(2 ** 22 + 12345)  # no such process
