@@ -113,6 +113,21 @@ def test_nothing_is_sampled_while_the_record_is_off(child):
 
 
 @needs_sampling
+def test_coverage_shows_cpu_time_the_samples_missed(child):
+    sampler = ProcessSampler(child.pid)
+    try:
+        _call(child, sampler, "numpy", 0.2)
+        whole = sampler.count.coverage
+        _call(child, sampler, "thread", 0.2)  # all its work in a thread started inside the call
+        both = sampler.count
+    finally:
+        sampler.close()
+    assert whole is not None and whole > 0.5, sampler.count.to_dict()
+    # the thread's 0.2 s is on the process's clock and in none of the samples
+    assert both.cpu_ms >= 350 and both.coverage < 0.75 * whole, both.to_dict()
+
+
+@needs_sampling
 def test_a_thread_started_after_the_record_is_taken_on_at_the_next_read(child):
     sampler = ProcessSampler(child.pid)
     try:

@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .process_tree import cpu_seconds
+
 # How often the task clock is sampled while the record is on: every 250 us of a thread's CPU
 # time. A sample is dear in a virtual machine (calls 5-7% longer at this period on a 2-core one),
 # which is why the record is on only in calls whose time is not used (session.py).
@@ -159,21 +161,32 @@ class Mapping:
 
 @dataclass
 class SampleCount:
-    """What the samples of the timed calls show (``ProcessSampler.count``)."""
-    samples: int = 0           # inside the timed calls' windows
+    """What the samples of the sampled calls show (``ProcessSampler.count``)."""
+    samples: int = 0           # inside the sampled calls' windows
     library: int = 0           # of those, in another library's code
     lost: int = 0              # records the kernel dropped for a full ring
-    outside: int = 0           # samples outside every window (prepare steps, waiting)
+    outside: int = 0           # samples outside every window
     files: dict[str, int] = field(default_factory=dict)  # library file -> samples in windows
+    cpu_ms: float = 0.0        # the process's CPU clock while the record was on (ended threads too)
 
     @property
     def library_share(self) -> float:
         return self.library / self.samples if self.samples else 0.0
 
+    @property
+    def coverage(self) -> float | None:
+        """The share of the process's CPU time while the record was on that its samples account
+        for: less than 1 by the time spent in the kernel (not sampled) and by threads started
+        inside a call (sampled from the next call on), more where threads were still running when
+        the clock was read (OpenMP's, spinning); None before any CPU time."""
+        return self.samples * PERIOD_NS / 1e6 / self.cpu_ms if self.cpu_ms > 0 else None
+
     def to_dict(self) -> dict:
         top = sorted(self.files.items(), key=lambda kv: -kv[1])[:5]
         return {"samples": self.samples, "library_samples": self.library, "library_share": round(self.library_share, 4),
                 "lost": self.lost, "outside_windows": self.outside, "period_us": PERIOD_NS / 1e3,
+                "cpu_ms": round(self.cpu_ms, 3),
+                "coverage": round(self.coverage, 3) if self.coverage is not None else None,
                 "library_files": {Path(k).name: v for k, v in top}}
 
 
@@ -195,6 +208,7 @@ class ProcessSampler:
         self._starts: list[int] = []
         self._library: dict[str, bool] = {}
         self.enabled = False
+        self._cpu_on: float | None = None
         try:
             self._add_threads()
             self._read_maps()
@@ -225,6 +239,7 @@ class ProcessSampler:
         except SamplesUnavailable:
             pass  # the process ended
         self.enabled = True
+        self._cpu_on = cpu_seconds(self.pid)
         for ring in self.rings.values():
             fcntl.ioctl(ring.fd, _IOC_ENABLE, 0)
 
@@ -232,6 +247,9 @@ class ProcessSampler:
         for ring in self.rings.values():
             fcntl.ioctl(ring.fd, _IOC_DISABLE, 0)
         self.enabled = False
+        after = cpu_seconds(self.pid)
+        if self._cpu_on is not None and after is not None:
+            self.count.cpu_ms += (after - self._cpu_on) * 1e3
 
     def _read_maps(self) -> None:
         with open(f"/proc/{self.pid}/maps") as fh:
