@@ -143,20 +143,23 @@ def test_a_thread_started_after_the_record_is_taken_on_at_the_next_read(child):
 
 
 def test_which_files_count_as_another_library(tmp_path):
-    site = tmp_path / "site-packages"
-    own = (str(site / "torch") + os.sep,)
+    site = tmp_path / "python" / "lib" / "site-packages"
+    own = (str(site / "torch") + os.sep, str(tmp_path / "run" / "extension") + os.sep)
+    roots = (str(tmp_path / "python") + os.sep, "/usr/lib/")
 
     def is_library(path: str) -> bool:
-        return is_other_library(path, own)
+        return is_other_library(path, own, roots)
 
     assert is_library(str(site / "numpy" / "_core" / "_multiarray_umath.so"))
     assert is_library(str(site / "numpy.libs" / "libscipy_openblas64_-ff651d7f.so"))
     assert is_library(str(site / "scipy" / "linalg" / "_fblas.so"))
     assert is_library("/usr/lib/x86_64-linux-gnu/libopenblas.so.0")  # a BLAS wherever it lives
+    # A library copied under another name to where the candidate may write, and loaded from there.
+    assert is_library(str(tmp_path / "run" / "candidate-home" / "fast.so"))
     assert not is_library(str(site / "torch" / "lib" / "libtorch_cpu.so"))  # the link record's
+    assert not is_library(str(tmp_path / "run" / "extension" / "cuda_extension.so"))  # the judge's build
     assert not is_library("/usr/lib/x86_64-linux-gnu/libc.so.6")
-    assert not is_library("/usr/lib/python3.11/lib-dynload/_ctypes.cpython-311-x86_64-linux-gnu.so")
-    assert not is_library(str(tmp_path / "judge-cache" / "build" / "cuda_extension.so"))  # the solution's
+    assert not is_library(str(tmp_path / "python" / "lib" / "python3.11" / "lib-dynload" / "_ctypes.so"))
 
 
 def test_the_verdict_needs_enough_samples_and_more_than_the_share():

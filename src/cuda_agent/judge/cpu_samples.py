@@ -16,11 +16,14 @@ The record is on only in sampled calls: calls the judge makes exactly as it make
 (the same messages, outputs kept and rechecked alike), one in every ``session.SAMPLED_EVERY``,
 chosen at random, and whose time is not used, since a sample costs the sampled thread time.
 Samples count only inside the judge's own windows around those calls (its clock,
-CLOCK_MONOTONIC, is the one the samples carry). A sample counts as another library's compute where the file it
-falls in is a Python package's own native code other than torch's (NumPy, SciPy, or any other
-installed package) or a BLAS or LAPACK library outside torch; torch's own libraries are the link
-record's and the op counter's. Code no file backs (a JIT's) is not counted: oneDNN compiles
-honest convolutions and matrix products into such memory.
+CLOCK_MONOTONIC, is the one the samples carry). A sample counts as another library's compute where
+the file it falls in is a Python package's own native code other than torch's (NumPy, SciPy, or
+any other installed package), a BLAS or LAPACK library outside torch, or any file outside the
+places code may honestly run from (torch, this package, the judge's builds of the solution, the
+Python installation, the system's libraries): a library copied under another name into the
+candidate's own directory counts too. Torch's own libraries are the link record's and the op
+counter's. Code no file backs (a JIT's) is not counted: oneDNN compiles honest convolutions and
+matrix products into such memory.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import mmap
 import os
 import re
 import struct
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -197,13 +201,14 @@ class ProcessSampler:
     ``watch(start_ns, end_ns)`` marks a window of the judge's clock (a sampled call); ``read()``
     drains the rings, and takes on threads started since; ``count`` is what the windows hold."""
 
-    def __init__(self, pid: int, library_dirs: tuple[str, ...] | None = None):
+    def __init__(self, pid: int, own_dirs: tuple[str, ...] = ()):
         self.pid = pid
         self.rings: dict[int, _Ring] = {}
         self.windows: list[tuple[int, int]] = []
         self.count = SampleCount()
         self._pending: list[tuple[int, int]] = []  # (time, ip) not yet placed in a window
-        self._allowed = library_dirs if library_dirs is not None else torch_dirs()
+        # torch's, this package's, and the directories the judge puts the solution's builds in
+        self._allowed = (*torch_dirs(), *(os.path.realpath(d) + os.sep for d in own_dirs))
         self._maps: list[Mapping] = []
         self._starts: list[int] = []
         self._library: dict[str, bool] = {}
@@ -321,15 +326,34 @@ class ProcessSampler:
         self.rings.clear()
 
 
-def is_other_library(path: str, own: tuple[str, ...]) -> bool:
-    """Whether code in file ``path`` is another library's compute: a Python package's native code
-    outside the ``own`` directories (torch's, this package's), or a BLAS or LAPACK library
-    outside them wherever it is installed."""
+def is_other_library(path: str, own: tuple[str, ...], roots: tuple[str, ...] | None = None) -> bool:
+    """Whether code in file ``path`` is another library's compute. Never in the ``own``
+    directories (torch's, this package's, the judge's builds of the solution); always in another
+    Python package's directory, or a BLAS or LAPACK library's; and anywhere else outside the
+    places code may honestly run from (``roots``: the Python installation and the system's
+    libraries), so that a library copied under another name into the candidate's own directory
+    counts as well."""
     real = os.path.realpath(path)
     if any(real.startswith(d) for d in own):
         return False
-    package = "/site-packages/" in real or "/dist-packages/" in real
-    return package or bool(_BLAS.search(os.path.basename(real)))
+    if "/site-packages/" in real or "/dist-packages/" in real or _BLAS.search(os.path.basename(real)):
+        return True
+    return not any(real.startswith(r) for r in (roots if roots is not None else code_roots()))
+
+
+# The system's library directories: libc, libstdc++, OpenMP and the rest of what torch links.
+SYSTEM_LIBRARY_DIRS = ("/lib/", "/lib32/", "/lib64/", "/libx32/", "/usr/lib/", "/usr/lib32/", "/usr/lib64/",
+                       "/usr/libx32/", "/usr/local/lib/")
+
+
+@functools.lru_cache(maxsize=1)
+def code_roots() -> tuple[str, ...]:
+    """Where code may honestly run from besides the own directories: the Python installation
+    (its packages' directories excepted, above) and the system's libraries."""
+    prefixes = {os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                                       sys.base_exec_prefix)}
+    interpreter = os.path.realpath(sys.executable)
+    return (*sorted(prefixes), interpreter, *SYSTEM_LIBRARY_DIRS)
 
 
 def torch_dirs() -> tuple[str, ...]:

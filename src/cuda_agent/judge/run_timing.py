@@ -58,7 +58,9 @@ class RunTiming:
             self.sampling = f"not taken: this host refuses sampling ({why})"
             return None
         try:
-            sampler = ProcessSampler(worker.pid)
+            # The judge's copies of the solution's builds and of the op counter: code it built.
+            sampler = ProcessSampler(worker.pid, own_dirs=tuple(str(self.dir / d) for d in
+                                                                 ("extension", "inline", "op_counter")))
         except SamplesUnavailable as exc:
             self.sampling = f"refused for the candidate's process: {exc}"
             self.sampling_refused = True
