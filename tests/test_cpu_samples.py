@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -33,7 +34,10 @@ CHILD = textwrap.dedent("""
     print("ready", flush=True)
     for line in sys.stdin:
         kind, seconds = line.split()
-        if kind == "thread":  # the work in a thread started for it
+        if kind == "load":  # map a library (here ``seconds`` is its path) and say where its code is
+            import ctypes
+            print(ctypes.cast(ctypes.CDLL(seconds).cos, ctypes.c_void_p).value, flush=True)
+        elif kind == "thread":  # the work in a thread started for it
             t = threading.Thread(target=work, args=("numpy", float(seconds))); t.start(); t.join()
         else:
             work(kind, float(seconds))
@@ -125,6 +129,32 @@ def test_coverage_shows_cpu_time_the_samples_missed(child):
     assert whole is not None and whole > 0.5, sampler.count.to_dict()
     # the thread's 0.2 s is on the process's clock and in none of the samples
     assert both.cpu_ms >= 350 and both.coverage < 0.75 * whole, both.to_dict()
+
+
+@needs_sampling
+def test_a_library_mapped_while_the_record_is_off_is_known_at_the_next_sampled_call(child, tmp_path):
+    import ctypes.util
+
+    libm = ctypes.util.find_library("m")
+    found = [p for p in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
+                         "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu") if libm and os.path.exists(f"{p}/{libm}")]
+    if not found:
+        pytest.skip("no libm file to copy")
+    copy = tmp_path / "fast.so"  # a library under another name, where the candidate may write
+    copy.write_bytes(Path(found[0], libm).read_bytes())
+    sampler = ProcessSampler(child.pid)
+    try:
+        child.stdin.write(f"load {copy}\n")  # the record is off: no mmap record of it
+        child.stdin.flush()
+        address = int(child.stdout.readline())
+        assert child.stdout.readline().strip() == "done"
+        sampler.enable()
+        sampler.disable()
+        path = sampler._file_at(address)
+    finally:
+        sampler.close()
+    assert path is not None and os.path.samefile(path, copy)
+    assert sampler.is_library(path)
 
 
 @needs_sampling

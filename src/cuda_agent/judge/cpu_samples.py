@@ -6,8 +6,8 @@ static scan did. Everything in the candidate's interpreter can be rewritten by i
 is not taken there: the judge opens the kernel's sampling events (``perf_event_open``, the task
 clock, user space only) on each of the candidate process's threads from its own process, reads
 the samples from ring buffers that only it maps, and places each sampled address in the file
-mapped there (``/proc/PID/maps``, read by the judge; mappings made later arrive in the same ring
-as the kernel's mmap records). The candidate holds no descriptor of these events, cannot read or
+mapped there (``/proc/PID/maps``, read by the judge as each sampled call begins; mappings made
+during one arrive in the same ring as the kernel's mmap records). The candidate holds no descriptor of these events, cannot read or
 rewrite their buffers, and cannot switch them off: the one call that would
 (``prctl(PR_TASK_PERF_EVENTS_DISABLE)``) is refused by its seccomp filter, and so is making itself
 undumpable, which would stop the judge opening the events or reading its maps.
@@ -198,8 +198,9 @@ class ProcessSampler:
     """The task clock of every thread of process ``pid``, sampled into rings the judge holds.
 
     The events start switched off; ``enable``/``disable`` switch every thread's on and off.
-    ``watch(start_ns, end_ns)`` marks a window of the judge's clock (a sampled call); ``read()``
-    drains the rings, and takes on threads started since; ``count`` is what the windows hold."""
+    ``enable`` takes on threads started since and reads the mappings afresh. ``watch(start_ns,
+    end_ns)`` marks a window of the judge's clock (a sampled call); ``read()`` drains the rings;
+    ``count`` is what the windows hold."""
 
     def __init__(self, pid: int, own_dirs: tuple[str, ...] = ()):
         self.pid = pid
@@ -216,7 +217,6 @@ class ProcessSampler:
         self._cpu_on: float | None = None
         try:
             self._add_threads()
-            self._read_maps()
         except (SamplesUnavailable, OSError):
             self.close()
             raise
@@ -238,10 +238,13 @@ class ProcessSampler:
                     fcntl.ioctl(ring.fd, _IOC_ENABLE, 0)
 
     def enable(self) -> None:
-        """Sample every thread of the process from now on (threads new since the last read too)."""
+        """Sample every thread of the process from now on (threads new since the last call too).
+        Its mappings are read afresh: while the events are off the kernel sends no mmap records,
+        so a library mapped between two sampled calls is known only from ``/proc/PID/maps``."""
         try:
             self._add_threads()
-        except SamplesUnavailable:
+            self._read_maps()
+        except (SamplesUnavailable, OSError):
             pass  # the process ended
         self.enabled = True
         self._cpu_on = cpu_seconds(self.pid)
@@ -257,12 +260,16 @@ class ProcessSampler:
             self.count.cpu_ms += (after - self._cpu_on) * 1e3
 
     def _read_maps(self) -> None:
+        """The process's executable file mappings now, as the kernel lists them (no overlaps)."""
+        maps = []
         with open(f"/proc/{self.pid}/maps") as fh:
             for line in fh:
                 parts = line.split(maxsplit=5)
                 if len(parts) == 6 and "x" in parts[1] and parts[5].startswith("/"):
                     lo, hi = (int(x, 16) for x in parts[0].split("-"))
-                    self._map(lo, hi, parts[5].rstrip("\n"))
+                    maps.append(Mapping(lo, hi, parts[5].rstrip("\n")))
+        self._maps = sorted(maps, key=lambda m: m.start)
+        self._starts = [m.start for m in self._maps]
 
     def _map(self, start: int, end: int, path: str) -> None:
         # A newer mapping over an older one's addresses wins: drop those it overlaps.
@@ -286,7 +293,7 @@ class ProcessSampler:
         self.windows.append((start_ns, end_ns))
 
     def read(self) -> None:
-        """Drain every ring; new threads of the process get rings of their own from now on."""
+        """Drain every ring, and place the samples in the windows marked so far."""
         for ring in list(self.rings.values()):
             for kind, body in ring.records():
                 if kind == _RECORD_SAMPLE and len(body) >= 24:
@@ -300,10 +307,6 @@ class ProcessSampler:
                 elif kind == _RECORD_LOST and len(body) >= 16:
                     self.count.lost += struct.unpack_from("QQ", body)[1]
         self._place()
-        try:
-            self._add_threads()
-        except SamplesUnavailable:
-            pass  # the process ended; what it left was read above
 
     def _place(self) -> None:
         c, windows = self.count, sorted(self.windows)

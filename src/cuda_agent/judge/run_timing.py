@@ -170,7 +170,7 @@ class RunTiming:
                 v.violations += evidence.assess_threads(0, session.threads_grown, MODEL_FILE)
                 _fail(v, "forbidden", f"{session.threads_grown} timed call(s) returned with a thread still running")
             if cand.sampler is not None:
-                self._forbid(evidence.assess_cpu_samples(cand.sampler.count, MODEL_FILE), "during its timed calls: ")
+                self._forbid(evidence.assess_cpu_samples(cand.sampler.count, MODEL_FILE), "during its sampled calls: ")
             started = time.perf_counter()
             self._recheck(seeds)
             _add_seconds(v, "recheck", started)
