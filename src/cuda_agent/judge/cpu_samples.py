@@ -4,10 +4,11 @@ NumPy, SciPy or a BLAS library computing a forward dispatches no ATen op and run
 solution's code, so the op counter and the link record (``linked_symbols``) see nothing; only the
 static scan did. Everything in the candidate's interpreter can be rewritten by it, so the record
 is not taken there: the judge opens the kernel's sampling events (``perf_event_open``, the task
-clock, user space only) on each of the candidate process's threads from its own process, reads
-the samples from ring buffers that only it maps, and places each sampled address in the file
-mapped there (``/proc/PID/maps``, read by the judge as each sampled call begins; mappings made
-during one arrive in the same ring as the kernel's mmap records). The candidate holds no descriptor of these events, cannot read or
+clock, user space only) on each of the candidate process's threads from its own process (threads
+started later, inside a call too, inherit them), reads the samples from ring buffers that only it
+maps, and places each sampled address in the file mapped there (``/proc/PID/maps``, read by the
+judge as each sampled call begins; mappings made during one arrive in the same ring as the
+kernel's mmap records). The candidate holds no descriptor of these events, cannot read or
 rewrite their buffers, and cannot switch them off: the one call that would
 (``prctl(PR_TASK_PERF_EVENTS_DISABLE)``) is refused by its seccomp filter, and so is making itself
 undumpable, which would stop the judge opening the events or reading its maps.
@@ -47,18 +48,19 @@ from .process_tree import cpu_seconds
 # time. A sample is dear in a virtual machine (calls 5-7% longer at this period on a 2-core one),
 # which is why the record is on only in calls whose time is not used (session.py).
 PERIOD_NS = 250_000
-# Each thread's ring: 32 KiB, about 1,000 samples (a quarter second of CPU) between two reads,
-# which come after every call. Small, since the kernel lets a user lock only 516 KiB of such
-# rings beyond RLIMIT_MEMLOCK (kernel.perf_event_mlock_kb).
+# Each CPU's ring: 32 KiB, about 1,000 samples (a quarter second of that CPU) between two reads,
+# which come after every call; fewer pages where the kernel will not lock that much (a user may
+# lock only kernel.perf_event_mlock_kb of such rings beyond RLIMIT_MEMLOCK).
 RING_PAGES = 8
 
 _SYSCALL = {"x86_64": 298, "aarch64": 241}.get(os.uname().machine)
 _PERF_TYPE_SOFTWARE, _PERF_COUNT_SW_TASK_CLOCK = 1, 1
 _SAMPLE_IP, _SAMPLE_TID, _SAMPLE_TIME = 1 << 0, 1 << 1, 1 << 2
-# attr flag bits: disabled (until ``enable``), exclude_kernel, exclude_hv, mmap (executable
-# mappings), sample_id_all, use_clockid
-_FLAGS = (1 << 0) | (1 << 5) | (1 << 6) | (1 << 8) | (1 << 18) | (1 << 25)
-_IOC_ENABLE, _IOC_DISABLE = 0x2400, 0x2401
+# attr flag bits: disabled (until ``enable``), inherit (threads a sampled thread starts are sampled
+# into its ring, and switched on and off with its event), exclude_kernel, exclude_hv, mmap
+# (executable mappings), sample_id_all, use_clockid
+_FLAGS = (1 << 0) | (1 << 1) | (1 << 5) | (1 << 6) | (1 << 8) | (1 << 18) | (1 << 25)
+_IOC_ENABLE, _IOC_DISABLE, _IOC_SET_OUTPUT = 0x2400, 0x2401, 0x2405
 _ATTR_SIZE = 112  # PERF_ATTR_SIZE_VER5
 _CLOCK_MONOTONIC = 1
 _RECORD_MMAP, _RECORD_LOST, _RECORD_SAMPLE = 1, 2, 9
@@ -84,13 +86,14 @@ def _attr() -> bytes:
     return attr
 
 
-def _open_event(tid: int) -> int:
+def _open_event(tid: int, cpu: int = -1) -> int:
+    """The sampling event of thread ``tid`` (and the threads it starts) while on ``cpu``."""
     if _SYSCALL is None:
         raise SamplesUnavailable(f"sampling is not supported on {os.uname().machine}")
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     attr = ctypes.create_string_buffer(_attr(), _ATTR_SIZE)
-    fd = libc.syscall(ctypes.c_long(_SYSCALL), attr, ctypes.c_int(tid), ctypes.c_int(-1), ctypes.c_int(-1),
+    fd = libc.syscall(ctypes.c_long(_SYSCALL), attr, ctypes.c_int(tid), ctypes.c_int(cpu), ctypes.c_int(-1),
                       ctypes.c_ulong(_PERF_FLAG_FD_CLOEXEC))
     if fd < 0:
         err = ctypes.get_errno()
@@ -110,26 +113,29 @@ def _paranoid() -> str:
 def unavailable() -> str | None:
     """Why the kernel will not let this process sample threads (None: it will), asked once."""
     try:
-        os.close(_open_event(0))
+        os.close(_open_event(0, sorted(os.sched_getaffinity(0))[0]))
     except SamplesUnavailable as exc:
         return str(exc)
     return None
 
 
 class _Ring:
-    """One thread's event and the ring buffer the kernel writes its records into."""
+    """The ring buffer the kernel writes one CPU's records into (those of every event on it)."""
 
-    def __init__(self, tid: int):
-        self.fd = _open_event(tid)
+    def __init__(self, fd: int, cpu: int):
+        self.fd = fd
         self.page = mmap.PAGESIZE
-        try:
-            self.map = mmap.mmap(self.fd, (1 + RING_PAGES) * self.page, mmap.MAP_SHARED,
-                                 mmap.PROT_READ | mmap.PROT_WRITE)
-        except OSError as exc:
-            os.close(self.fd)
-            raise SamplesUnavailable(f"the kernel would not map a sample ring for thread {tid}: {exc} "
-                                     "(raise kernel.perf_event_mlock_kb or the memlock limit)") from None
-        self.size = RING_PAGES * self.page
+        pages, refused = RING_PAGES, None
+        while pages:
+            try:
+                self.map = mmap.mmap(fd, (1 + pages) * self.page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+                break
+            except OSError as exc:
+                pages, refused = pages // 2, exc
+        else:
+            raise SamplesUnavailable(f"the kernel would not map a sample ring for CPU {cpu}: {refused} "
+                                     "(raise kernel.perf_event_mlock_kb or the memlock limit)")
+        self.size = pages * self.page
 
     def records(self):
         """The records written since the last read: (type, body bytes); frees their space."""
@@ -153,7 +159,6 @@ class _Ring:
 
     def close(self) -> None:
         self.map.close()
-        os.close(self.fd)
 
 
 @dataclass
@@ -180,9 +185,9 @@ class SampleCount:
     @property
     def coverage(self) -> float | None:
         """The share of the process's CPU time while the record was on that its samples account
-        for: less than 1 by the time spent in the kernel (not sampled) and by threads started
-        inside a call (sampled from the next call on), more where threads were still running when
-        the clock was read (OpenMP's, spinning); None before any CPU time."""
+        for: less than 1 by the time spent in the kernel (not sampled) and by samples the kernel
+        dropped for a full ring, more where threads were still running when the clock was read
+        (OpenMP's, spinning); None before any CPU time."""
         return self.samples * PERIOD_NS / 1e6 / self.cpu_ms if self.cpu_ms > 0 else None
 
     def to_dict(self) -> dict:
@@ -197,14 +202,16 @@ class SampleCount:
 class ProcessSampler:
     """The task clock of every thread of process ``pid``, sampled into rings the judge holds.
 
-    The events start switched off; ``enable``/``disable`` switch every thread's on and off.
-    ``enable`` takes on threads started since and reads the mappings afresh. ``watch(start_ns,
-    end_ns)`` marks a window of the judge's clock (a sampled call); ``read()`` drains the rings;
-    ``count`` is what the windows hold."""
+    The events start switched off; ``enable``/``disable`` switch every thread's on and off. Each
+    thread there when the sampler starts gets an event of its own on each CPU the process may run
+    on; a thread started later (inside a sampled call too) inherits its creator's. The kernel maps
+    no ring of an event that threads inherit unless the event is one CPU's, hence one event per
+    thread and CPU, all of one CPU's writing into that CPU's ring. ``enable`` reads the mappings
+    afresh. ``watch(start_ns, end_ns)`` marks a window of the judge's clock (a sampled call);
+    ``read()`` drains the rings; ``count`` is what the windows hold."""
 
     def __init__(self, pid: int, own_dirs: tuple[str, ...] = ()):
         self.pid = pid
-        self.rings: dict[int, _Ring] = {}
         self.windows: list[tuple[int, int]] = []
         self.count = SampleCount()
         self._pending: list[tuple[int, int]] = []  # (time, ip) not yet placed in a window
@@ -215,49 +222,66 @@ class ProcessSampler:
         self._library: dict[str, bool] = {}
         self.enabled = False
         self._cpu_on: float | None = None
+        self.threads: dict[int, list[int]] = {}  # thread -> its events (none for one that ended)
+        self.rings: dict[int, _Ring] = {}  # CPU -> its ring
         try:
+            self.cpus = process_cpus(pid)
+            _allow_descriptors(len(self.cpus) * (len(os.listdir(f"/proc/{pid}/task")) + 8))
             self._add_threads()
-        except (SamplesUnavailable, OSError):
+        except (SamplesUnavailable, OSError) as exc:
             self.close()
-            raise
+            if isinstance(exc, SamplesUnavailable):
+                raise
+            raise SamplesUnavailable(f"process {pid} is gone or cannot be read: {exc}") from None
 
     def _add_threads(self) -> None:
-        try:
-            tids = [int(t) for t in os.listdir(f"/proc/{self.pid}/task")]
-        except OSError as exc:
-            raise SamplesUnavailable(f"process {self.pid} is gone") from exc
-        for tid in tids:
-            if tid not in self.rings:
+        """An event on every thread of the process. Listed until a listing finds none new: a
+        thread started before its creator's event was open inherits nothing, but is listed by
+        then; one started after inherits the event."""
+        while True:
+            try:
+                tids = [int(t) for t in os.listdir(f"/proc/{self.pid}/task")]
+            except OSError as exc:
+                raise SamplesUnavailable(f"process {self.pid} is gone") from exc
+            new = [tid for tid in tids if tid not in self.threads]
+            if not new:
+                return
+            for tid in new:
+                self.threads[tid] = events = []
                 try:
-                    self.rings[tid] = ring = _Ring(tid)
+                    for cpu in self.cpus:
+                        events.append(fd := _open_event(tid, cpu))
+                        if cpu in self.rings:
+                            fcntl.ioctl(fd, _IOC_SET_OUTPUT, self.rings[cpu].fd)
+                        else:
+                            self.rings[cpu] = _Ring(fd, cpu)
                 except SamplesUnavailable:
                     if os.path.exists(f"/proc/{self.pid}/task/{tid}"):
                         raise  # refused for a live thread; one that just ended has nothing to sample
-                    continue
-                if self.enabled:
-                    fcntl.ioctl(ring.fd, _IOC_ENABLE, 0)
 
     def enable(self) -> None:
         """Sample every thread of the process from now on (threads new since the last call too).
         Its mappings are read afresh: while the events are off the kernel sends no mmap records,
         so a library mapped between two sampled calls is known only from ``/proc/PID/maps``."""
         try:
-            self._add_threads()
             self._read_maps()
-        except (SamplesUnavailable, OSError):
+        except OSError:
             pass  # the process ended
         self.enabled = True
         self._cpu_on = cpu_seconds(self.pid)
-        for ring in self.rings.values():
-            fcntl.ioctl(ring.fd, _IOC_ENABLE, 0)
+        for fd in self._events():
+            fcntl.ioctl(fd, _IOC_ENABLE, 0)  # the events its threads inherited too
 
     def disable(self) -> None:
-        for ring in self.rings.values():
-            fcntl.ioctl(ring.fd, _IOC_DISABLE, 0)
+        for fd in self._events():
+            fcntl.ioctl(fd, _IOC_DISABLE, 0)
         self.enabled = False
         after = cpu_seconds(self.pid)
         if self._cpu_on is not None and after is not None:
             self.count.cpu_ms += (after - self._cpu_on) * 1e3
+
+    def _events(self) -> list[int]:
+        return [fd for events in self.threads.values() for fd in events]
 
     def _read_maps(self) -> None:
         """The process's executable file mappings now, as the kernel lists them (no overlaps)."""
@@ -294,15 +318,16 @@ class ProcessSampler:
 
     def read(self) -> None:
         """Drain every ring, and place the samples in the windows marked so far."""
-        for ring in list(self.rings.values()):
+        for ring in self.rings.values():
             for kind, body in ring.records():
                 if kind == _RECORD_SAMPLE and len(body) >= 24:
                     ip, _pid, _tid, t = struct.unpack_from("QIIQ", body)
                     self._pending.append((t, ip))
                 elif kind == _RECORD_MMAP and len(body) >= 32:
-                    _pid, _tid, addr, length, _pgoff = struct.unpack_from("IIQQQ", body)
+                    pid, _tid, addr, length, _pgoff = struct.unpack_from("IIQQQ", body)
                     name = body[32:].split(b"\0", 1)[0].decode(errors="replace")
-                    if name.startswith("/"):
+                    # (a process it forked inherits the events too; its mappings are not the candidate's)
+                    if name.startswith("/") and pid == self.pid:
                         self._map(addr, addr + length, name)
                 elif kind == _RECORD_LOST and len(body) >= 16:
                     self.count.lost += struct.unpack_from("QQ", body)[1]
@@ -326,7 +351,54 @@ class ProcessSampler:
     def close(self) -> None:
         for ring in self.rings.values():
             ring.close()
+        for fd in self._events():
+            os.close(fd)
         self.rings.clear()
+        self.threads.clear()
+
+
+def process_cpus(pid: int) -> list[int]:
+    """The CPUs process ``pid`` may run on, whatever affinity it gives itself: its cgroup's
+    cpuset (cgroup v2's effective one, the nearest ancestor's that sets it), else every online
+    CPU."""
+    online = _cpu_list(Path("/sys/devices/system/cpu/online").read_text()) if os.path.exists(
+        "/sys/devices/system/cpu/online") else set(range(os.cpu_count() or 1))
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError as exc:
+        raise SamplesUnavailable(f"process {pid} is gone") from exc
+    unified = next((line.split("::", 1)[1] for line in lines if line.startswith("0::")), None)
+    if unified is not None:
+        root = Path("/sys/fs/cgroup")
+        group = root / unified.lstrip("/")
+        for where in (group, *group.parents):
+            cpuset = where / "cpuset.cpus.effective"
+            if cpuset.is_file() and (cpus := _cpu_list(cpuset.read_text())):
+                return sorted(cpus & online) or sorted(online)
+            if where == root:
+                break
+    return sorted(online)
+
+
+def _cpu_list(text: str) -> set[int]:
+    """A kernel CPU list ("0-3,8,10-11") as a set."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if part:
+            lo, _, hi = part.partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def _allow_descriptors(needed: int) -> None:
+    """Raise this process's open-file limit towards its hard limit where ``needed`` more might
+    not fit (one event per thread and CPU)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = len(os.listdir("/proc/self/fd")) + needed + 64
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard) if hard != resource.RLIM_INFINITY else want, hard))
 
 
 def is_other_library(path: str, own: tuple[str, ...], roots: tuple[str, ...] | None = None) -> bool:
