@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import os
 import pytest
 
 from cuda_agent.synth import filters
@@ -136,3 +137,21 @@ def test_static_filters_catch_stochastic_ops_by_seed_and_by_call():
     by_call = filters.deterministic_ops("x = F.dropout(x, 0.5)", ["F.relu"], {"F.dropout"})
     assert not by_call.passed and "dropout" in by_call.reason
     assert filters.deterministic_ops("x = F.relu(x)", ["F.relu"], {"F.dropout"}).passed
+
+
+def test_a_worker_clears_the_source_files_of_workers_that_are_gone(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    from cuda_agent.synth import probe
+
+    monkeypatch.setattr(probe.tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    root = tmp_path / f"cuda-agent-synth-tasks-{os.getuid()}"
+    (root / gone.stdout.strip()).mkdir(parents=True)
+    (root / gone.stdout.strip() / "synth_task_0.py").write_text("x = 1\n")
+    alive = root / str(os.getppid())
+    alive.mkdir()
+    mine = probe._scratch_dir()
+    assert mine == str(root / str(os.getpid()))
+    assert sorted(p.name for p in root.iterdir()) == sorted([str(os.getpid()), alive.name])

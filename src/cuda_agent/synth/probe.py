@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 import importlib.util
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -76,7 +77,7 @@ def init_worker(settings: dict[str, Any]) -> None:
         # task (it needs more than its share), not of what the other workers happen to hold.
         torch.cuda.set_per_process_memory_fraction(probe.memory_fraction)
     warnings.simplefilter("ignore")
-    _STATE["tmp"] = tempfile.mkdtemp(prefix="synth-task-")
+    _STATE["tmp"] = _scratch_dir()
     _STATE["memory_fraction"] = probe.memory_fraction
     if probe.kernelbench:
         from .similarity import KernelBenchIndex
@@ -85,8 +86,28 @@ def init_worker(settings: dict[str, Any]) -> None:
         _STATE["kernelbench"] = KernelBenchIndex.from_checkout(probe.kernelbench, strip_docstrings=True)
 
 
+def _scratch_dir() -> str:
+    """This worker's directory for the candidates' source files (imported from there, so that
+    tracebacks and torch.compile can read them). Workers end without a word (a pool replaces them
+    after so many tasks, Ray kills its actors), so each starting worker removes the directories
+    of workers no longer alive instead: one per live worker remains, not one per worker ever."""
+    root = Path(tempfile.gettempdir()) / f"cuda-agent-synth-tasks-{os.getuid()}"
+    try:
+        root.mkdir(mode=0o700, exist_ok=True)
+        if root.stat().st_uid != os.getuid():
+            raise PermissionError(f"{root} belongs to another user")
+    except OSError:
+        return tempfile.mkdtemp(prefix="synth-task-")
+    for old in root.iterdir():
+        if old.name.isdigit() and int(old.name) != os.getpid() and not Path(f"/proc/{old.name}").exists():
+            shutil.rmtree(old, ignore_errors=True)
+    mine = root / str(os.getpid())
+    mine.mkdir(exist_ok=True)
+    return str(mine)
+
+
 def _load(code: str, index: int):
-    tmp = Path(_STATE.setdefault("tmp", tempfile.mkdtemp(prefix="synth-task-")))
+    tmp = Path(_STATE.get("tmp") or _STATE.setdefault("tmp", _scratch_dir()))
     path = tmp / f"synth_task_{index}.py"
     path.write_text(code)
     name = f"synth_task_{index}_{time.monotonic_ns()}"
