@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-import os
 import pytest
 
 from cuda_agent.synth import filters
