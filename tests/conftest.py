@@ -7,7 +7,7 @@ torch.compile baselines are built once.
 CI (and the README's test command) runs it in two steps: every test not marked ``timing`` in one
 process per core (``-n auto --dist loadfile``: pytest-xdist, each test file in one process, the
 longest files first), then
-the tests marked ``timing`` apart from the rest (one process per core again; see below). A plain ``python -m pytest``
+the tests marked ``timing`` in one process with nothing else running. A plain ``python -m pytest``
 runs everything in one process. Two gates keep timed numbers honest when tests share the machine:
 
 * Every judge of the suite has ``exclusive_timing`` on: while one judge times, no other judge of
@@ -16,10 +16,7 @@ runs everything in one process. Two gates keep timed numbers honest when tests s
 * Tests marked ``timing`` assert on how close two measured times are (work found outside the
   timed calls, a clock that lies, two solutions' medians alike). In a parallel run of the whole
   suite each runs alone, with no other test running; every other test holds the run's gate
-  shared while it runs. In a parallel run of the ``timing`` tests only (CI's second step), what
-  runs beside a judge's timing is other judges, which the first gate holds back: those tests
-  share the run, and only a test timed by its own clock rather than a judge's
-  (``@pytest.mark.timing(own_clock=True)``) runs alone. That was not enough: in two full parallel runs on a 2-core machine one
+  shared while it runs. That was not enough: in two full parallel runs on a 2-core machine one
   such test failed each time (docs/benchmarks.md); the gate does not hold back what other tests
   leave running (a Ray cluster, a training run's threads). So CI runs them apart.
   Tests whose speedups are tens of times apart (the demo's kernels) need only the first gate;
@@ -100,18 +97,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if gate is None:
         yield
         return
-    with gate.alone() if _runs_alone(item) else gate.shared():
+    with gate.alone() if item.get_closest_marker("timing") else gate.shared():
         yield
-
-
-def _runs_alone(item: pytest.Item) -> bool:
-    timing = item.get_closest_marker("timing")
-    if timing is None:
-        return False
-    if timing.kwargs.get("own_clock"):
-        return True
-    # Beside tests that are not the judges' (a Ray cluster, a training run's threads), alone.
-    return not all(other.get_closest_marker("timing") for other in item.session.items)
 
 
 @pytest.fixture(scope="session")
