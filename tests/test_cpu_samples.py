@@ -207,3 +207,12 @@ def test_the_verdict_needs_enough_samples_and_more_than_the_share():
 def test_a_process_the_judge_may_not_sample_is_refused_with_the_reason():
     with pytest.raises(cpu_samples.SamplesUnavailable, match="gone"):
         ProcessSampler(2 ** 22 + 12345)  # no such process
+
+
+def test_the_cpus_a_process_may_run_on_are_its_cpusets_not_its_affinity():
+    assert cpu_samples._cpu_list("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
+    cpus = cpu_samples.process_cpus(os.getpid())
+    # Every CPU it runs on now, and any it could move to by setting its own affinity.
+    assert set(os.sched_getaffinity(0)) <= set(cpus)
+    with pytest.raises(cpu_samples.SamplesUnavailable, match="gone"):
+        cpu_samples.process_cpus(2 ** 22 + 12345)
