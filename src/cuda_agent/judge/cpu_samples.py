@@ -252,7 +252,11 @@ class ProcessSampler:
                     for cpu in self.cpus:
                         events.append(fd := _open_event(tid, cpu))
                         if cpu in self.rings:
-                            fcntl.ioctl(fd, _IOC_SET_OUTPUT, self.rings[cpu].fd)
+                            try:
+                                fcntl.ioctl(fd, _IOC_SET_OUTPUT, self.rings[cpu].fd)
+                            except OSError as exc:
+                                raise SamplesUnavailable(f"the kernel would not send thread {tid}'s samples on CPU "
+                                                         f"{cpu} to that CPU's ring: {exc}") from None
                         else:
                             self.rings[cpu] = _Ring(fd, cpu)
                 except SamplesUnavailable:
