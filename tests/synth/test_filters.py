@@ -140,6 +140,7 @@ def test_static_filters_catch_stochastic_ops_by_seed_and_by_call():
 
 
 def test_a_worker_clears_the_source_files_of_workers_that_are_gone(tmp_path, monkeypatch):
+    import socket
     import subprocess
     import sys
 
@@ -147,7 +148,7 @@ def test_a_worker_clears_the_source_files_of_workers_that_are_gone(tmp_path, mon
 
     monkeypatch.setattr(probe.tempfile, "tempdir", str(tmp_path))
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    root = tmp_path / f"cuda-agent-synth-tasks-{os.getuid()}"
+    root = tmp_path / f"cuda-agent-synth-tasks-{os.getuid()}-{socket.gethostname()}"
     (root / gone.stdout.strip()).mkdir(parents=True)
     (root / gone.stdout.strip() / "synth_task_0.py").write_text("x = 1\n")
     alive = root / str(os.getppid())

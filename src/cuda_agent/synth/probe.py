@@ -18,6 +18,7 @@ import gc
 import importlib.util
 import os
 import shutil
+import socket
 import statistics
 import sys
 import tempfile
@@ -91,7 +92,8 @@ def _scratch_dir() -> str:
     tracebacks and torch.compile can read them). Workers end without a word (a pool replaces them
     after so many tasks, Ray kills its actors), so each starting worker removes the directories
     of workers no longer alive instead: one per live worker remains, not one per worker ever."""
-    root = Path(tempfile.gettempdir()) / f"cuda-agent-synth-tasks-{os.getuid()}"
+    # Per user and host: processes of another host (a container with /tmp shared) are not in /proc.
+    root = Path(tempfile.gettempdir()) / f"cuda-agent-synth-tasks-{os.getuid()}-{socket.gethostname()}"
     try:
         root.mkdir(mode=0o700, exist_ok=True)
         if root.stat().st_uid != os.getuid():
@@ -107,7 +109,9 @@ def _scratch_dir() -> str:
 
 
 def _load(code: str, index: int):
-    tmp = Path(_STATE.get("tmp") or _STATE.setdefault("tmp", _scratch_dir()))
+    if not _STATE.get("tmp"):
+        _STATE["tmp"] = _scratch_dir()
+    tmp = Path(_STATE["tmp"])
     path = tmp / f"synth_task_{index}.py"
     path.write_text(code)
     name = f"synth_task_{index}_{time.monotonic_ns()}"
