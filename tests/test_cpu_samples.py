@@ -210,7 +210,9 @@ def test_a_process_the_judge_may_not_sample_is_refused_with_the_reason():
 
 
 def test_the_cpus_a_process_may_run_on_are_its_cpusets_not_its_affinity():
-    assert cpu_samples._cpu_list("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
+    from cuda_agent.device import cpu_list
+
+    assert cpu_list("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
     cpus = cpu_samples.process_cpus(os.getpid())
     # Every CPU it runs on now, and any it could move to by setting its own affinity.
     assert set(os.sched_getaffinity(0)) <= set(cpus)

@@ -79,8 +79,8 @@ def _cpu_last_level_cache() -> int | None:
     return max((size for size, _ in caches), default=None)
 
 
-def _cpu_list(text: str) -> frozenset[int]:
-    """CPUs of a sysfs list such as ``0-3,8``."""
+def cpu_list(text: str) -> frozenset[int]:
+    """CPUs of a kernel CPU list such as ``0-3,8`` (sysfs, cgroup cpusets)."""
     cpus: set[int] = set()
     for part in text.strip().split(","):
         if part:
@@ -102,7 +102,7 @@ def cpu_caches(cpu: int, sysfs: Path = SYSFS_CPUS) -> list[tuple[int, frozenset[
                 continue
             level = int((index / "level").read_text())
             text = (index / "size").read_text().strip()
-            shared = _cpu_list((index / "shared_cpu_list").read_text())
+            shared = cpu_list((index / "shared_cpu_list").read_text())
         except (OSError, ValueError):
             continue
         scale = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)

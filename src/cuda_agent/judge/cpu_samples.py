@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..device import SYSFS_CPUS, cpu_list
 from .process_tree import cpu_seconds
 
 # How often the task clock is sampled while the record is on: every 250 us of a thread's CPU
@@ -220,7 +221,6 @@ class ProcessSampler:
         self._maps: list[Mapping] = []
         self._starts: list[int] = []
         self._library: dict[str, bool] = {}
-        self.enabled = False
         self._cpu_on: float | None = None
         self.threads: dict[int, list[int]] = {}  # thread -> its events (none for one that ended)
         self.rings: dict[int, _Ring] = {}  # CPU -> its ring
@@ -271,7 +271,6 @@ class ProcessSampler:
             self._read_maps()
         except OSError:
             pass  # the process ended
-        self.enabled = True
         self._cpu_on = cpu_seconds(self.pid)
         for fd in self._events():
             fcntl.ioctl(fd, _IOC_ENABLE, 0)  # the events its threads inherited too
@@ -279,7 +278,6 @@ class ProcessSampler:
     def disable(self) -> None:
         for fd in self._events():
             fcntl.ioctl(fd, _IOC_DISABLE, 0)
-        self.enabled = False
         after = cpu_seconds(self.pid)
         if self._cpu_on is not None and after is not None:
             self.count.cpu_ms += (after - self._cpu_on) * 1e3
@@ -365,8 +363,8 @@ def process_cpus(pid: int) -> list[int]:
     """The CPUs process ``pid`` may run on, whatever affinity it gives itself: its cgroup's
     cpuset (cgroup v2's effective one, the nearest ancestor's that sets it), else every online
     CPU."""
-    online = _cpu_list(Path("/sys/devices/system/cpu/online").read_text()) if os.path.exists(
-        "/sys/devices/system/cpu/online") else set(range(os.cpu_count() or 1))
+    listed = SYSFS_CPUS / "online"
+    online = cpu_list(listed.read_text()) if listed.exists() else frozenset(range(os.cpu_count() or 1))
     try:
         lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
     except OSError as exc:
@@ -377,21 +375,11 @@ def process_cpus(pid: int) -> list[int]:
         group = root / unified.lstrip("/")
         for where in (group, *group.parents):
             cpuset = where / "cpuset.cpus.effective"
-            if cpuset.is_file() and (cpus := _cpu_list(cpuset.read_text())):
+            if cpuset.is_file() and (cpus := cpu_list(cpuset.read_text())):
                 return sorted(cpus & online) or sorted(online)
             if where == root:
                 break
     return sorted(online)
-
-
-def _cpu_list(text: str) -> set[int]:
-    """A kernel CPU list ("0-3,8,10-11") as a set."""
-    cpus: set[int] = set()
-    for part in text.strip().split(","):
-        if part:
-            lo, _, hi = part.partition("-")
-            cpus.update(range(int(lo), int(hi or lo) + 1))
-    return cpus
 
 
 def _allow_descriptors(needed: int) -> None:

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ..device import cpu_list
 from .config import JudgeConfig
 from .correctness import CheckResult, compare_outputs
 from .verdict import Verdict
@@ -46,14 +47,9 @@ def _smt_siblings(core: int) -> set[int]:
     """Hardware threads sharing ``core``'s physical core (empty if the OS does not say)."""
     path = Path(f"/sys/devices/system/cpu/cpu{core}/topology/thread_siblings_list")
     try:
-        text = path.read_text().strip()
+        return set(cpu_list(path.read_text()))
     except OSError:
         return set()
-    siblings: set[int] = set()
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        siblings.update(range(int(lo), int(hi or lo) + 1))
-    return siblings
 
 
 def _shared_runs_dir() -> Path:
