@@ -51,6 +51,51 @@ def test_malformed_task_is_a_clear_error(tmp_path, judge_cache):
     assert "bad_task.py" in result.stderr and "class Model" in result.stderr
 
 
+@pytest.mark.parametrize("flags, expected", [
+    (["--checks", "0"], "--checks must be a whole number of at least 1; got 0"),
+    (["--atol", "-1"], "--atol must be at least 0"),
+    (["--rtol", "nan"], "--rtol must be a finite number"),
+])
+def test_a_judge_flag_out_of_range_is_refused_before_any_work(flags, expected, judge_cache):
+    """Zero checks would pass a candidate on "0/0 checks"; a negative tolerance fails every one."""
+    result = cli("judge", str(TASK), str(CORRECT), "--device", "cpu", *flags, cache=judge_cache)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert expected in " ".join(result.stderr.split()), result.stderr
+
+
+def test_the_judge_settings_refuse_values_out_of_range_in_python_too():
+    from cuda_agent.errors import ConfigError
+    from cuda_agent.judge.config import JudgeConfig, TimingConfig
+
+    for bad in ({"num_checks": 0}, {"atol": -1e-3}, {"margin": -0.1}, {"call_timeout_s": 0},
+                {"timing_attempts": 1.5}, {"floor_slack": 0.0}):
+        with pytest.raises(ConfigError, match=next(iter(bad))):
+            JudgeConfig(**bad)
+    for bad in ({"min_calls": 0}, {"target_seconds": -1.0}, {"precision": 0.0}, {"cpu_threads": 0}):
+        with pytest.raises(ConfigError, match=next(iter(bad))):
+            TimingConfig(**bad)
+    assert JudgeConfig(norm_rtol=None, floor_slack=None, atol=0.0).atol == 0.0  # None and 0 where allowed
+
+
+def test_bad_paths_and_counts_are_named_at_once(tmp_path, judge_cache):
+    missing = tmp_path / "no-such-kernelbench"
+    bench = cli("bench", "--kernelbench", str(missing), cache=judge_cache)
+    said = "".join(bench.stderr.split())  # rich wraps long paths
+    assert bench.returncode == 2 and "".join(str(missing).split()) in said and "doesnotexist" in said, bench.stderr
+    assert "--solutions" not in bench.stderr
+    synth = cli("synth", "-n", "0", "--out", str(tmp_path / "data"), cache=judge_cache, timeout=60)
+    assert synth.returncode == 2 and "-n must be at least 1" in synth.stderr
+    assert not (tmp_path / "data" / "seeds.json").exists()  # refused before crawling the seeds
+
+
+def test_version_and_help_texts(judge_cache):
+    from importlib.metadata import version
+
+    result = cli("--version", cache=judge_cache)
+    assert result.returncode == 0 and result.stdout.strip() == f"cuda-agent {version('cuda-agent')}"
+    assert "cuda-agent[ray]" in cli("optimize", "--help", cache=judge_cache).stdout  # not eaten as markup
+
+
 @pytest.mark.slow
 def test_judge_json_is_last_on_stdout_and_exit_code_follows_correctness(judge_cache):
     ok = cli("judge", str(TASK), str(CORRECT), "--device", "cpu", "--json", cache=judge_cache)

@@ -20,17 +20,48 @@ out = Console()
 DeviceOpt = typer.Option(None, "--device", "-d", help="Backend: cuda or cpu (default: cuda when a GPU is visible).")
 JsonOpt = typer.Option(False, "--json", help="Print the verdict as JSON, as the last thing on stdout.")
 CacheOpt = typer.Option(None, "--cache-dir", help="Build and baseline cache (default: ~/.cache/cuda-agent).")
-PoolOpt = typer.Option("local", "--pool", help="Where judges run: local (processes on this machine) or ray (every GPU of a Ray cluster; pip install 'cuda-agent[ray]').")
+PoolOpt = typer.Option("local", "--pool", help="Where judges run: local (processes on this machine) or ray (every GPU of a Ray cluster; pip install 'cuda-agent\\[ray]').")
 RayAddressOpt = typer.Option(None, "--ray-address", help="With --pool ray: the cluster's HOST:PORT, or auto (default: start a Ray instance on this machine).")
 
 
-def _config(device: Optional[str], cache_dir: Optional[Path], **overrides):
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            installed = version("cuda-agent")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            installed = "not installed (source tree)"
+        out.print(f"cuda-agent {installed}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                            help="Print the installed version and exit.")) -> None:
+    """Judge, optimise and benchmark CUDA kernels written for PyTorch programs."""
+
+
+# The judge's settings the commands' flags set, for naming the flag when a value is refused.
+FLAGS = {"num_checks": "--checks", "atol": "--atol", "rtol": "--rtol", "target_seconds": "--timing-seconds"}
+
+
+def _config(device: Optional[str], cache_dir: Optional[Path], timing_seconds: Optional[float] = None, **overrides):
+    from dataclasses import replace
+
+    from .errors import ConfigError
     from .judge.config import JudgeConfig
 
     kwargs = {k: v for k, v in overrides.items() if v is not None}
     if cache_dir is not None:
         kwargs["cache_dir"] = cache_dir
-    return JudgeConfig(backend=device, **kwargs)
+    try:
+        config = JudgeConfig(backend=device, **kwargs)
+        if timing_seconds is not None:
+            config = replace(config, timing=replace(config.timing, target_seconds=timing_seconds))
+    except ConfigError as exc:
+        raise CudaAgentError(f"{FLAGS.get(exc.setting, exc.setting)} {exc.detail}") from None
+    return config
 
 
 def _run(task, solution, stage: str, config, as_json: bool, title: str = "") -> int:
@@ -230,16 +261,14 @@ def bench(
     cache_dir: Optional[Path] = CacheOpt,
 ) -> None:
     """Judge solutions (or run the agent) on KernelBench and report the paper's metrics."""
-    from dataclasses import replace
-
-    from .bench.kernelbench import parse_levels, parse_selection
+    from .bench.kernelbench import levels_root, parse_levels, parse_selection
     from .bench.benchmark import BenchOptions, run_benchmark
 
+    if not report_only:
+        levels_root(kernelbench)  # a wrong path is the first thing to say, before the other options
     # run_benchmark refuses a wrong combination of --solutions, --model and --baselines-only.
     name = label or (model.replace("/", "_") if model else Path(solutions).resolve().name if solutions else "baselines")
-    config = _config(device, cache_dir, exclusive_timing=exclusive_timing or None)
-    if timing_seconds is not None:
-        config = replace(config, timing=replace(config.timing, target_seconds=timing_seconds))
+    config = _config(device, cache_dir, timing_seconds, exclusive_timing=exclusive_timing or None)
     agent = None
     if model is not None:
         agent = _bench_agent(model, provider, base_url, tool_protocol, episodes, concurrency, max_turns)
@@ -427,10 +456,25 @@ def replay(
 
     path = trajectory / "trajectory.jsonl" if trajectory.is_dir() else trajectory
     traj = load_trajectory(path)
-    render_trajectory(traj, out, full=full)
     target = html or path.with_suffix(".html")
-    write_html(traj, target)
+    write_html(traj, target)  # first: a reader that stops early (| head) still gets the file
     err.print(f"HTML view written to {target}")
+    try:
+        render_trajectory(traj, out, full=full)
+        sys.stdout.flush()  # here, where a closed pipe is expected, not at exit
+    except BrokenPipeError:  # the reader has seen enough
+        _quiet_stdout()
+    except SystemExit as exc:  # rich's console exits 1 on a closed pipe; the HTML is written: done
+        if not isinstance(exc.__context__, BrokenPipeError):
+            raise
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit does not fail again on a closed pipe."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def examples_dir() -> Path:
@@ -489,6 +533,9 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
+    except BrokenPipeError:  # stdout's reader went away (| head): no traceback about it
+        _quiet_stdout()
+        sys.exit(1)
 
 
 if __name__ == "__main__":

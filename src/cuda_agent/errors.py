@@ -5,6 +5,16 @@ class CudaAgentError(Exception):
     """Base class: an error whose message is meant for the user, printed without a traceback."""
 
 
+class ConfigError(CudaAgentError, ValueError):
+    """A judge setting out of its range (a negative tolerance, zero checks): ``setting`` names the
+    field, so a front end can name its own flag for it."""
+
+    def __init__(self, setting: str, message: str):
+        super().__init__(f"{setting} {message}")
+        self.setting = setting
+        self.detail = message
+
+
 class TaskFormatError(CudaAgentError):
     """A task file or dataset row does not follow the KernelBench format."""
 

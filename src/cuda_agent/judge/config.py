@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from ..errors import ConfigError
 
 
 def default_cache_dir() -> Path:
@@ -46,6 +49,13 @@ class TimingConfig:
     # cpu backend: torch and OpenMP threads for every model. One by default, because a fork-join
     # region on a busy machine waits for its slowest thread and timings stop meaning anything.
     cpu_threads: int = 1
+
+    def __post_init__(self) -> None:
+        _at_least(self, 0, "warmup_calls")
+        _at_least(self, 1, "min_calls", "max_calls", "max_baseline_sessions", "cpu_threads")
+        _positive(self, "target_seconds")
+        _positive(self, "precision", "max_uncertainty", "drift_tolerance", "baseline_tolerance", optional=True)
+        _at_least(self, 1, "baseline_sessions", optional=True)
 
     def key(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
@@ -100,3 +110,41 @@ class JudgeConfig:
     def __post_init__(self) -> None:
         # Absolute, once: the compiler, ninja and the workers all run in other directories.
         object.__setattr__(self, "cache_dir", Path(self.cache_dir).expanduser().absolute())
+        # A setting out of range would not fail: zero checks pass a candidate on "0/0 checks",
+        # a negative tolerance fails every one. Refused here, for the CLI, the Python API and MCP.
+        _at_least(self, 1, "num_checks", "timing_attempts")
+        _at_least(self, 0, "device_index", "recheck_calls")
+        _non_negative(self, "atol", "rtol", "margin")
+        _non_negative(self, "norm_rtol", optional=True)
+        _positive(self, "build_timeout_s", "load_timeout_s", "call_timeout_s", "timing_timeout_s")
+        _positive(self, "floor_slack", optional=True)
+        if not isinstance(self.timing, TimingConfig):
+            raise ConfigError("timing", f"must be a TimingConfig; got {type(self.timing).__name__}")
+
+
+def _values(config, names: tuple[str, ...], optional: bool):
+    for name in names:
+        value = getattr(config, name)
+        if value is None and optional:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ConfigError(name, f"must be a finite number; got {value!r}")
+        yield name, value
+
+
+def _at_least(config, low: int, *names: str, optional: bool = False) -> None:
+    for name, value in _values(config, names, optional):
+        if value != int(value) or value < low:
+            raise ConfigError(name, f"must be a whole number of at least {low}; got {value!r}")
+
+
+def _non_negative(config, *names: str, optional: bool = False) -> None:
+    for name, value in _values(config, names, optional):
+        if value < 0:
+            raise ConfigError(name, f"must be at least 0; got {value!r}")
+
+
+def _positive(config, *names: str, optional: bool = False) -> None:
+    for name, value in _values(config, names, optional):
+        if value <= 0:
+            raise ConfigError(name, f"must be more than 0; got {value!r}")

@@ -169,15 +169,28 @@ def load_or_crawl_seeds(out: Path, include_transformers: bool,
     return result
 
 
+def check_options(options: SynthOptions) -> None:
+    """Refuse options a run cannot use, before the seeds are crawled or any worker starts."""
+    if options.n < 1:
+        raise SynthesisError("-n must be at least 1 (the number of accepted tasks wanted)")
+    if not (0 < options.window_ms[0] < options.window_ms[1]):
+        raise SynthesisError(f"the workload window {options.window_ms} must be 0 < min < max (ms)")
+    if options.workers < 1 or options.timeout_s <= 0 or options.max_tensor_bytes <= 0:
+        raise SynthesisError("--workers, --timeout and --max-tensor-gb must be more than 0")
+    if options.max_minutes is not None and options.max_minutes <= 0:
+        raise SynthesisError("--max-minutes must be more than 0")
+    if options.kernelbench:
+        from ..bench.kernelbench import levels_root
+
+        levels_root(options.kernelbench)
+
+
 class Synthesizer:
     """One run. ``run()`` returns the final state; the dataset and card are written by ``finish``."""
 
     def __init__(self, options: SynthOptions, catalogue: CrawlResult,
                  on_progress: Callable[[RunState], None] | None = None):
-        if options.n < 1:
-            raise SynthesisError("-n must be at least 1 (the number of accepted tasks wanted)")
-        if not (0 < options.window_ms[0] < options.window_ms[1]):
-            raise SynthesisError(f"the workload window {options.window_ms} must be 0 < min < max (ms)")
+        check_options(options)
         self.options = options
         self.catalogue = catalogue
         self.on_progress = on_progress
@@ -190,10 +203,6 @@ class Synthesizer:
             raise SynthesisError(f"no kind of task in the mix {options.mix} can be made from these seeds")
         total = sum(makeable.values())
         self.mix = {k: v / total for k, v in makeable.items()}
-        if options.kernelbench:  # fail here, with a clear message, before any worker starts
-            from ..bench.kernelbench import levels_root
-
-            levels_root(options.kernelbench)
         self.stochastic = {s.name for s in catalogue.seeds if s.stochastic}
         self.deadline = (time.monotonic() + options.max_minutes * 60) if options.max_minutes else None
         self.log = options.out / LOG_NAME
@@ -412,6 +421,8 @@ def run_synthesis(options: SynthOptions, console=None, seeds_only: bool = False)
     """The whole job with progress bars: crawl (or reuse) seeds, synthesise, write dataset and card."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    if not seeds_only:
+        check_options(options)
     options.out.mkdir(parents=True, exist_ok=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("{task.fields[info]}"))

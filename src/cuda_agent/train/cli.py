@@ -119,7 +119,7 @@ def _stage_command(stage: str):
         device: Optional[str] = typer.Option(None, "--device", help="trl: cuda or cpu (default: cuda when visible); also the judge's backend."),
         judge_concurrency: Optional[int] = typer.Option(None, "--judge-concurrency", help="Judge runs at once."),
         cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="The judge's cache."),
-        judge_pool: str = typer.Option("local", "--judge-pool", help="Where the reward's judges run: local, or ray (actors across the Ray cluster's GPUs; pip install 'cuda-agent[ray]')."),
+        judge_pool: str = typer.Option("local", "--judge-pool", help="Where the reward's judges run: local, or ray (actors across the Ray cluster's GPUs; pip install 'cuda-agent\\[ray]')."),
         ray_address: Optional[str] = typer.Option(None, "--ray-address", help="trl with --judge-pool ray: the cluster's HOST:PORT (default: start one here). verl joins its own cluster."),
         ray_resource: Optional[str] = typer.Option(None, "--judge-ray-resource", help="With --judge-pool ray: a custom resource only judge nodes carry, keeping judges off the trainer's GPUs."),
         extra: Optional[list[str]] = typer.Argument(None, help="verl: further Hydra overrides, passed through."),
