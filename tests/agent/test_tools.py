@@ -177,9 +177,18 @@ def test_write_creates_files_and_parent_directories(box, ctx, ws):
     assert out.data["created"] is True and "created kernels/sub/relu.cpp (2 lines" in out.text
 
 
+def test_messages_name_the_tools_as_the_caller_knows_them(box, ctx, ws):
+    """Under other names (as the MCP server serves them), messages name those, and leave out
+    advice about tools the caller does not have."""
+    ctx.tool_names = {"read": "read_file", "write": "write_file", "glob": "list_files"}
+    text = err(box, ctx, "write", path="model_new.py", content="new")
+    assert "call read_file on it first" in text and "edit" not in text
+    assert "use list_files to list" in err(box, ctx, "read", path="nope.py")
+
+
 def test_write_refuses_to_overwrite_a_file_not_read(box, ctx, ws):
     text = err(box, ctx, "write", path="model_new.py", content="new")
-    assert "has not been read" in text and "read" in text
+    assert "has not been read" in text and "call read on it first" in text and "use edit" in text
     assert (ws / "model_new.py").read_text() == "class ModelNew: pass\n"
     ok(box, ctx, "read", path="model_new.py")
     out = ok(box, ctx, "write", path="model_new.py", content="new")

@@ -219,6 +219,17 @@ def test_malformed_calls_are_tool_errors_and_the_session_goes_on(client):
     assert not after.is_error and "class ModelNew" in text(after)
 
 
+def test_errors_send_the_client_only_to_tools_the_server_serves(client):
+    """The agent's file tools say "call read" or "use edit"; served as MCP tools, their messages
+    name read_file and list_files, and nothing the server lacks (edit, bash)."""
+    session = open_session(client)["session"]
+    unread = text(client.call("write_file", {"session": session, "path": "model_new.py", "content": "x"}))
+    assert "call read_file on it first" in unread, unread
+    assert "edit" not in unread and "call read " not in unread, unread
+    missing = text(client.call("read_file", {"session": session, "path": "kernels/none.cpp"}))
+    assert "use list_files to list" in missing and "glob" not in missing, missing
+
+
 def test_a_task_where_clients_or_candidates_write_is_refused(client, root, judge_cache):
     """A client writes its workspace and a candidate its run directory in the judge's cache, so a
     file in either is no trusted reference for the judge."""

@@ -97,7 +97,8 @@ class KernelEnv:
                  tools: ToolBox | None = None, reward_kind: str = "milestone",
                  on_tool: Callable[[ToolRecord], None] | None = None,
                  on_best: Callable[[BestSolution], None] | None = None,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None,
+                 tool_names: dict[str, str] | None = None) -> None:
         if reward_kind not in REWARD_KINDS:
             raise ValueError(f"reward_kind must be one of {', '.join(REWARD_KINDS)}, not {reward_kind!r}")
         self.judge = judge
@@ -111,6 +112,7 @@ class KernelEnv:
         self.on_tool = on_tool or (lambda record: None)
         self.on_best = on_best or (lambda best: None)
         self._clock = clock
+        self.tool_names = tool_names  # the tools' names as the caller knows them (ToolContext.tool_names)
         self._started = time.monotonic()
         self.task: Task | None = None
         self.context: ToolContext | None = None
@@ -162,7 +164,7 @@ class KernelEnv:
         self.scratch.mkdir(parents=True, exist_ok=True)
         self.context = ToolContext(workspace=self.workspace, task=task, judge=self.judge, scratch=self.scratch,
                                    hidden=self.hidden, protected=protected_files(),
-                                   limits=self.settings.tool_limits)
+                                   limits=self.settings.tool_limits, tool_names=self.tool_names)
 
     # -- acting ---------------------------------------------------------------------------------
     def budget_left(self) -> str:

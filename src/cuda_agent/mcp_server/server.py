@@ -44,6 +44,13 @@ class Dispatcher:
     def __init__(self, store: SessionStore, tools: list[ServerTool]) -> None:
         self.store = store
         self.tools, self._validators = index_tools(tools)
+        # The agent's tools' own messages name the served tools (read_file, not read), and none
+        # this server lacks (bash, edit).
+        names: dict[str, str] = {}
+        for tool in tools:
+            if tool.agent_name:
+                names.setdefault(tool.agent_name, tool.name)
+        store.tool_names = names
 
     async def call(self, name: str, arguments: Any, progress: Progress | None = None) -> ToolResult:
         tool = self.tools.get(name)

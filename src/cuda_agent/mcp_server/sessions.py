@@ -74,6 +74,7 @@ class SessionStore:
         self.device = device
         self.kernelbench = kernelbench
         self.task_dirs = task_dirs  # where task files may come from; None: anywhere (tasks.resolve_task)
+        self.tool_names: dict[str, str] | None = None  # the agent's tools as served (set by the server)
         self._live: dict[str, Session] = {}
 
     async def open(self, spec: str) -> Session:
@@ -164,7 +165,7 @@ class SessionStore:
                 session.record["best"] = best.summary()
                 session.save()
 
-        return KernelEnv(self.judge, directory, device=self.device, on_best=on_best)
+        return KernelEnv(self.judge, directory, device=self.device, on_best=on_best, tool_names=self.tool_names)
 
 
 def _load_best(directory: Path) -> BestSolution | None:

@@ -65,6 +65,7 @@ class ServerTool:
     run: Handler
     read_only: bool = False   # changes nothing: clients may run it without asking
     judges: bool = False      # waits for the judge: the server reports progress meanwhile
+    agent_name: str = ""      # the agent's tool it serves, if any
 
 
 SESSION_ARG = {"type": "string", "description": "The session id that open_task returned."}
@@ -111,7 +112,7 @@ def agent_tool(name: str, agent_name: str, description: str, *, defaults: dict[s
             return _verdict_result(record.output)
         return ToolResult(record.output.text, record.output.verdict, record.output.is_error)
 
-    return session_tool(name, description, parameters, run, **flags)
+    return session_tool(name, description, parameters, run, agent_name=agent_name, **flags)
 
 
 def _verdict_result(output: ToolOutput) -> ToolResult:

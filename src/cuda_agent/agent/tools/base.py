@@ -39,6 +39,15 @@ class ToolContext:
     protected: frozenset[str] = frozenset()
     limits: ToolLimits = field(default_factory=ToolLimits)
     read_files: set[str] = field(default_factory=set)
+    # The names the caller knows the tools by, where they are not the agent's own (the MCP server
+    # serves read as read_file, and no edit or bash); None: the agent's names, every tool offered.
+    tool_names: dict[str, str] | None = None
+
+    def hint(self, tool: str, text: str) -> str:
+        """``text`` with the caller's name for ``tool`` put in for ``{}``; "" where the caller has
+        no such tool, so that no message sends it to a tool it cannot call."""
+        name = tool if self.tool_names is None else self.tool_names.get(tool)
+        return text.format(name) if name else ""
 
 
 @dataclass

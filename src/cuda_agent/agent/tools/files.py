@@ -31,7 +31,7 @@ _PATH = {"type": "string", "description": "File path, relative to the workspace 
 
 
 # -- helpers ----------------------------------------------------------------------------------
-def read_regular(path: Path, rel: str, max_bytes: int) -> bytes:
+def read_regular(path: Path, rel: str, max_bytes: int, ctx: ToolContext | None = None) -> bytes:
     """The bytes of a regular file of at most ``max_bytes``; ToolError for anything else.
 
     Opened non-blocking and checked with fstat before reading: opening or reading a FIFO
@@ -39,19 +39,19 @@ def read_regular(path: Path, rel: str, max_bytes: int) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise ToolError(f"{rel} does not exist; use glob to list the workspace's files") from None
+        raise ToolError(f"{rel} does not exist" + _hint(ctx, "glob", "; use {} to list the workspace's files")) from None
     except OSError as exc:
         raise ToolError(f"{rel} cannot be read: {exc.strerror or exc}") from None
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
-            raise ToolError(f"{rel} is a directory; use glob (e.g. pattern '{rel}/*') to list its files")
+            raise ToolError(f"{rel} is a directory" + _hint(ctx, "glob", "; use {} (e.g. pattern '" + rel + "/*') to list its files"))
         if not stat.S_ISREG(info.st_mode):
             raise ToolError(f"{rel} is not a regular file (a FIFO, socket or device); the file tools "
                             "handle regular files only")
         if info.st_size > max_bytes:
             raise ToolError(f"{rel} is {info.st_size} bytes, more than the {max_bytes} bytes the file "
-                            "tools handle; inspect it with bash (head, tail, grep) instead")
+                            "tools handle" + _hint(ctx, "bash", "; inspect it with {} (head, tail, grep) instead"))
         chunks, size = [], 0
         while size <= max_bytes:  # the file may grow after fstat
             chunk = os.read(fd, max_bytes + 1 - size)
@@ -64,18 +64,22 @@ def read_regular(path: Path, rel: str, max_bytes: int) -> bytes:
     finally:
         os.close(fd)
     if size > max_bytes:
-        raise ToolError(f"{rel} is more than the {max_bytes} bytes the file tools handle; inspect it "
-                        "with bash (head, tail, grep) instead")
+        raise ToolError(f"{rel} is more than the {max_bytes} bytes the file tools handle"
+                        + _hint(ctx, "bash", "; inspect it with {} (head, tail, grep) instead"))
     return b"".join(chunks)
+
+
+def _hint(ctx: ToolContext | None, tool: str, text: str) -> str:
+    return ctx.hint(tool, text) if ctx is not None else text.format(tool)
 
 
 def is_binary(data: bytes) -> bool:
     return b"\0" in data[:BINARY_PROBE]
 
 
-def load_text(path: Path, rel: str) -> str:
+def load_text(path: Path, rel: str, ctx: ToolContext | None = None) -> str:
     """A workspace file's text, exactly as stored (line endings kept); ToolError if it is not text."""
-    data = read_regular(path, rel, MAX_TEXT_BYTES)
+    data = read_regular(path, rel, MAX_TEXT_BYTES, ctx)
     if is_binary(data):
         raise ToolError(f"{rel} is a binary file ({len(data)} bytes); the file tools handle text only")
     try:
@@ -155,7 +159,7 @@ class ReadTool(BlockingTool):
     def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         path = resolve(ctx, args["path"])
         rel = relative(ctx, path)
-        lines = load_text(path, rel).splitlines()
+        lines = load_text(path, rel, ctx).splitlines()
         ctx.read_files.add(rel)
         total = len(lines)
         if total == 0:
@@ -169,8 +173,8 @@ class ReadTool(BlockingTool):
         shown, last = _fit(shown, offset, ctx.limits.max_output_chars)
         text = "\n".join(shown)
         if last < total:
-            text += (f"\n[showing lines {offset}-{last} of {total}; call read with offset={last + 1} "
-                     "to see more]")
+            text += (f"\n[showing lines {offset}-{last} of {total}"
+                     + ctx.hint("read", f"; call {{}} with offset={last + 1} to see more") + "]")
         return ToolOutput(text, data={"path": rel, "lines": total, "first": offset, "last": last})
 
 
@@ -210,8 +214,9 @@ class WriteTool(BlockingTool):
         path = resolve_writable(ctx, args["path"])
         rel = relative(ctx, path)
         if path.exists() and rel not in ctx.read_files:
-            raise ToolError(f"{rel} already exists and has not been read in this episode; call read "
-                            f"on it first, then write it again (or use edit to change a part of it)")
+            raise ToolError(f"{rel} already exists and has not been read in this episode"
+                            + ctx.hint("read", "; call {} on it first, then write it again")
+                            + ctx.hint("edit", " (or use {} to change a part of it)"))
         content = args["content"]
         created = store_text(path, content, rel)
         ctx.read_files.add(rel)  # the model now knows the whole content
@@ -267,8 +272,9 @@ def _edit_target(ctx: ToolContext, raw: str) -> tuple[Path, str, str]:
     path = resolve_writable(ctx, raw)
     rel = relative(ctx, path)
     if not path.exists():
-        raise ToolError(f"{rel} does not exist; edit changes existing files, use write to create it")
-    return path, rel, load_text(path, rel)
+        raise ToolError(f"{rel} does not exist; edit changes existing files"
+                        + ctx.hint("write", ", use {} to create it"))
+    return path, rel, load_text(path, rel, ctx)
 
 
 def _replacements(count: int) -> str:

@@ -108,7 +108,7 @@ def resolve_writable(ctx: ToolContext, raw: str) -> Path:
         rel = relative(ctx, link)
         raise ToolError(f"{rel} is a symbolic link, and the file tools never write through one. Write "
                         f"the file by its real path, or replace the link with a regular file or "
-                        f"directory (bash: rm {rel}) and write again.")
+                        f"directory" + ctx.hint("bash", f" ({{}}: rm {rel})") + " and write again.")
     if real.is_dir():
         raise ToolError(f"{raw} is a directory; give the path of a file inside it")
     return written

@@ -78,8 +78,8 @@ class GlobTool(Tool):
 def _glob_under(raw: str | None, pattern: str, ctx: ToolContext) -> tuple[Path, list[tuple[str, float]], bool]:
     base = _search_root(ctx, raw)
     if not base.is_dir():
-        raise ToolError(f"{relative(ctx, base)} is not a directory; glob's path names the directory "
-                        "to search in")
+        raise ToolError(f"{relative(ctx, base)} is not a directory; the path "
+                        + ctx.hint("glob", "of {} ") + "names the directory to search in")
     return (base, *_glob(base, pattern, ctx))
 
 
