@@ -17,7 +17,7 @@ import pytest
 from cuda_agent.llm import ContextOverflowError, LLMError, make_client
 from cuda_agent.llm.anthropic_client import AnthropicClient, tool_input
 from cuda_agent.llm.openai_client import OpenAIClient
-from cuda_agent.llm.retry import RetryPolicy, TransientError, http_failure, parse_retry_after
+from cuda_agent.llm.retry import RetryPolicy, TransientError, call_with_retries, http_failure, parse_retry_after
 from cuda_agent.llm.text_protocol import parse_tool_calls, render_tools, to_text_messages
 from cuda_agent.llm.messages import Completion, Message, ToolCall, Usage, tool_schema
 
@@ -262,13 +262,33 @@ def closed_port() -> int:
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
-def test_connection_refused_forever_is_transient(provider: str) -> None:
+def test_a_server_that_never_answered_and_refuses_fails_at_once(provider: str) -> None:
+    """Nothing listens at the address (a server not started, a mistyped port): no backoff."""
     suffix = "/v1" if provider == "openai" else ""
     client = make_client(provider, "m", base_url=f"http://127.0.0.1:{closed_port()}{suffix}", api_key="k",
-                         retry=RetryPolicy(max_retries=1, base_delay_s=0.001, max_delay_s=0.01))
-    with pytest.raises(LLMError, match="failed on all 2 attempts.*could not connect") as caught:
+                         retry=RetryPolicy(max_retries=6, base_delay_s=5.0, max_delay_s=60.0))
+    started = time.monotonic()
+    with pytest.raises(LLMError, match="could not be reached.*Start the server") as caught:
         run(complete_once(client, START))
-    assert caught.value.transient
+    assert time.monotonic() - started < 5.0  # the first backoff alone would take 2.5-5 s
+    assert not caught.value.transient
+
+
+def test_a_refused_connection_is_retried_once_the_server_has_answered() -> None:
+    """A server that answered before and now refuses is restarting: worth the retries."""
+    attempts = []
+
+    async def refused() -> str:
+        attempts.append(1)
+        raise TransientError("could not connect (refused)", unreachable=True)
+
+    policy = RetryPolicy(max_retries=2, base_delay_s=0.001, max_delay_s=0.01)
+    with pytest.raises(LLMError, match="failed on all 3 attempts") as caught:
+        run(call_with_retries(refused, policy, retry_unreachable=True))
+    assert caught.value.transient and len(attempts) == 3
+    with pytest.raises(LLMError, match="could not be reached") as caught:
+        run(call_with_retries(refused, policy, retry_unreachable=False))
+    assert not caught.value.transient and len(attempts) == 4
 
 
 def test_client_timeout_is_retried() -> None:

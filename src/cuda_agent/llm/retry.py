@@ -55,10 +55,11 @@ class RetryPolicy:
 class TransientError(Exception):
     """A failure that may go away by itself: rate limit, server error, timeout, lost connection."""
 
-    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+    def __init__(self, message: str, retry_after_s: float | None = None, unreachable: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.retry_after_s = retry_after_s
+        self.unreachable = unreachable  # refused or unresolvable: nothing answers at that address
 
 
 def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
@@ -135,16 +136,21 @@ def capitalised(text: str) -> str:
 
 
 async def call_with_retries(request: Callable[[], Awaitable[T]], policy: RetryPolicy, *,
-                            provider: str = "the model server") -> tuple[T, int]:
+                            provider: str = "the model server", retry_unreachable: bool = True) -> tuple[T, int]:
     """Run ``request`` until it succeeds; returns its result and how many retries it took.
 
-    Only ``TransientError`` is retried; any other exception propagates unchanged.
+    Only ``TransientError`` is retried; any other exception propagates unchanged. Without
+    ``retry_unreachable`` (a server that has never answered), a refused connection fails at once:
+    waiting minutes for a server nobody started helps no one.
     """
     retries = 0
     while True:
         try:
             return await request(), retries
         except TransientError as exc:
+            if exc.unreachable and not retry_unreachable:
+                raise LLMError(f"{capitalised(provider)} could not be reached: {exc.message}. Start the "
+                               "server, or check its address (--base-url).") from exc
             if retries >= policy.max_retries:
                 raise LLMError(
                     f"{capitalised(provider)} failed on all {retries + 1} attempts; last error: "
@@ -172,7 +178,25 @@ async def send_translated(send: Callable[[], Awaitable[T]], sdk: Any, *, provide
         raise TransientError(f"no answer within {timeout_s:g} s; raise timeout_s if the model "
                              "needs longer") from exc
     except sdk.APIConnectionError as exc:
-        raise TransientError(f"could not connect ({exc})") from exc
+        raise TransientError(f"could not connect ({_root_cause(exc)})", unreachable=_unreachable(exc)) from exc
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    while exc.__cause__ is not None or exc.__context__ is not None:
+        exc = exc.__cause__ or exc.__context__
+    return exc
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """A connection refused, or a host name that does not resolve, anywhere in ``exc``'s causes."""
+    import socket
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, (ConnectionRefusedError, socket.gaierror)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 class SdkClient:
@@ -183,8 +207,9 @@ class SdkClient:
     async def complete(self, messages: list[Any], tools: list[dict[str, Any]]) -> Any:
         request = self.request_body(messages, tools)
         started = time.perf_counter()
-        response, retries = await call_with_retries(lambda: self._send(request), self.retry,
-                                                    provider=self.provider)
+        response, retries = await call_with_retries(lambda: self._send(request), self.retry, provider=self.provider,
+                                                    retry_unreachable=getattr(self, "_answered", False))
+        self._answered = True  # from now on a refused connection is a restart, worth waiting for
         completion = self._read(response, request)
         completion.latency_s = time.perf_counter() - started
         completion.retries = retries
