@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -42,6 +45,26 @@ def test_optimize_runs_episodes_writes_a_summary_and_resumes(tmp_path, judge_cac
     shown = CliRunner().invoke(app, ["replay", str(trajectories[0]), "--html", str(html)])
     assert shown.exit_code == 0 and "stopped early" in shown.stdout
     assert html.read_text().startswith("<!DOCTYPE html>") or "<html" in html.read_text()
+
+    # `replay ... | head`: the reader goes away before the view is printed; the HTML is still written
+    cut = tmp_path / "cut.html"
+    proc = subprocess.Popen([sys.executable, "-m", "cuda_agent.cli", "replay", str(trajectories[1]), "--html",
+                             str(cut)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    _, errors = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and b"Traceback" not in errors, errors.decode()
+    assert "stopped early" in cut.read_text()
+
+    # another task into the same OUT: the summary keeps the first run's episodes
+    other = tmp_path / "other_task.py"
+    other.write_text(Path(task.origin).read_text())
+    with OpenAIServer(by_turn) as server:
+        more = CliRunner().invoke(app, [*args[:1], str(other), *args[2:4], "--episodes", "1", *args[6:],
+                                        "--base-url", server.url])
+    assert more.exit_code == 0, more.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["episodes"] == 4 and summary["stop_reasons"] == {"finished": 4}
+    assert sorted({r["task"] for r in summary["results"]}) == sorted({task.name, "other_task"})
 
 
 def test_optimize_explains_a_bad_provider(tmp_path, task):

@@ -24,7 +24,7 @@ from ..device import DeviceInfo
 from ..files import write_atomic
 from ..task import Task
 from ..llm.base import LLMClient
-from .loop import AgentSettings, Episode, EpisodeResult, EpisodeStatus
+from .loop import RESULT_FILE, AgentSettings, Episode, EpisodeResult, EpisodeStatus
 from ..llm.messages import Usage
 from .replay import fmt_speedup
 
@@ -133,8 +133,23 @@ def summarise(results: list[EpisodeResult]) -> dict[str, Any]:
     }
 
 
+def recorded_results(out: Path) -> list[EpisodeResult]:
+    """Every ended episode under ``out`` (OUT/TASK/NN/result.json), of this run and earlier ones."""
+    found = []
+    for path in sorted(out.glob(f"*/*/{RESULT_FILE}")):
+        try:
+            found.append(EpisodeResult.from_dict(json.loads(path.read_text())))
+        except (OSError, ValueError, TypeError, KeyError):
+            continue  # cut short by a crash: that episode resumes when its task is run again
+    return found
+
+
 def write_summary(out: Path, results: list[EpisodeResult]) -> dict[str, Any]:
-    summary = summarise(results)
+    """OUT/summary.json over every episode OUT holds: runs on other tasks into the same OUT keep
+    theirs; this run's ``results`` (crashed episodes, which leave no result file, included) win."""
+    episodes = {r.directory.resolve(): r for r in recorded_results(out)}
+    episodes.update({Path(r.directory).resolve(): r for r in results})
+    summary = summarise(sorted(episodes.values(), key=lambda r: str(r.directory)))
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / SUMMARY_FILE, json.dumps(summary, indent=2, default=str))
     return summary
