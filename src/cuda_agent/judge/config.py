@@ -80,7 +80,12 @@ class JudgeConfig:
     load_timeout_s: float = 300.0     # importing the candidate (a single-file one compiles here)
     call_timeout_s: float = 60.0      # one forward call during the checks
     timing_timeout_s: float = 600.0   # one timing run, and torch.compile's first (compiling) call
-    memory_limit_bytes: int | None = 32 * 1024**3   # resident memory of one worker process
+    # Resident memory one worker process may hold before the judge kills it. "auto": sized from the
+    # machine (judge/memory.py): its RAM, or its cgroup's limit where lower, shared among the
+    # workers of ``judges_at_once`` judges, within 2 to 32 GiB. A number of bytes fixes it; None:
+    # no cap (the kernel's out-of-memory killer is then the only limit).
+    memory_limit_bytes: int | str | None = "auto"
+    judges_at_once: int = 1           # judges sharing the machine's memory (a pool's concurrency)
     isolate_network: bool = True
     confine_filesystem: bool = True   # candidate writes only to its private directory (Landlock)
     drop_privileges: bool = True      # when the judge runs as root, candidates run as nobody
@@ -118,6 +123,10 @@ class JudgeConfig:
         _non_negative(self, "norm_rtol", optional=True)
         _positive(self, "build_timeout_s", "load_timeout_s", "call_timeout_s", "timing_timeout_s")
         _positive(self, "floor_slack", optional=True)
+        _at_least(self, 1, "judges_at_once")
+        memory = self.memory_limit_bytes
+        if memory not in (None, "auto") and (isinstance(memory, bool) or not isinstance(memory, int) or memory < 1):
+            raise ConfigError("memory_limit_bytes", f"must be a number of bytes, 'auto' or None; got {memory!r}")
         if not isinstance(self.timing, TimingConfig):
             raise ConfigError("timing", f"must be a TimingConfig; got {type(self.timing).__name__}")
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from ..solution import MODEL_FILE
-from . import linked_symbols
+from . import linked_symbols, memory
 from .inline_extension import MAX_CALLS as MAX_INLINE_CALLS
 from .inline_extension import InlineCall, InlineCallError
 from .landlock import build_ruleset
@@ -19,6 +20,9 @@ from .toolchain import find_cuda_home
 from .worker_process import PACKAGE_PARENT, WorkerError, WorkerProcess, WorkerSpec
 from .run_support import _check_reply, _fail
 from .session import STEP_SPIN_S
+
+# How long a run waits for memory to come free (another judge's workers ending) before it is refused.
+MEMORY_WAIT_S = 30.0
 
 
 class RunWorkers:
@@ -164,8 +168,9 @@ class RunWorkers:
             env["TRITON_CACHE_DIR"] = str(self.judge.cache_dir / "triton")
         return env
 
-    def _spawn(self, role: str, mode: str) -> WorkerProcess:
-        """Start and set up a worker; raises WorkerError. Safe to call from several threads."""
+    def _spawn(self, role: str, mode: str, cap: tuple[int | None, str]) -> WorkerProcess:
+        """Start and set up a worker under the memory ``cap`` (bytes, and how it was decided);
+        raises WorkerError. Safe to call from several threads."""
         step = Step.CANDIDATE if role == "candidate" else Step.REFERENCE
         fd, filesystem, program, syscalls = -1, "not confined: a trusted reference process", None, ""
         if step is Step.CANDIDATE:
@@ -178,7 +183,7 @@ class RunWorkers:
         name = f"{role}-{mode}" if role == "reference" else role
         staged = self.judge.backend == "cpu" and mode in ("eager", "stager")  # who maps the input arena
         spec = WorkerSpec(role=name, run_dir=self.dir, policy=policy, env=self._env(role),
-                          memory_limit_bytes=self.cfg.memory_limit_bytes, python=self.judge.python,
+                          memory_limit_bytes=cap[0], python=self.judge.python,
                           fork=self.cfg.fork_workers, arena_fd=self._arena_fd() if staged else -1)
         worker = WorkerProcess(spec)
         with self._lock:
@@ -224,7 +229,7 @@ class RunWorkers:
                                "ops": counted,
                                "syscalls": _syscalls(syscalls, program, reply),
                                "limits": {"open_files": policy.max_open_files, "file_bytes": policy.max_file_bytes,
-                                          "memory_bytes": self.cfg.memory_limit_bytes,
+                                          "memory_bytes": cap[0], "memory": cap[1],
                                           "processes": policy.max_processes if self.run_as else None,
                                           "call_timeout_s": self.cfg.call_timeout_s}})
             self.verdict.isolation[name] = record
@@ -232,8 +237,10 @@ class RunWorkers:
 
     def start_workers(self, *roles: tuple[str, str]) -> list[WorkerProcess]:
         """Start workers in parallel; if any fails, the candidate's failure is reported first."""
+        machine = self._room_for(len(roles))
+        cap = memory.resolve_cap(self.cfg.memory_limit_bytes, self.cfg.judges_at_once, machine)
         with self.judge.beside_timing(host=True), ThreadPoolExecutor(len(roles)) as pool:
-            futures = [pool.submit(self._spawn, role, mode) for role, mode in roles]
+            futures = [pool.submit(self._spawn, role, mode, cap) for role, mode in roles]
         names = [role if role == "candidate" else f"{role}-{mode}" for role, mode in roles]
         failures = [(name, f.exception()) for name, f in zip(names, futures) if f.exception()]
         failures.sort(key=lambda item: item[0] != "candidate")
@@ -243,12 +250,38 @@ class RunWorkers:
             raise exc
         return [f.result() for f in futures]
 
+    def _room_for(self, workers: int) -> memory.MachineMemory | None:
+        """The machine's memory, once it has room for ``workers`` more workers to start: a run
+        waits a while for memory to come free, then is refused with the figures rather than
+        started to be killed. None where the machine does not say (nothing is refused). The
+        refusal is the machine's fault unless this run's candidate is running: then it may be
+        what holds the memory, and fails closed."""
+        need, deadline, said = workers * memory.WORKER_MINIMUM, time.monotonic() + MEMORY_WAIT_S, False
+        while (machine := memory.machine_memory()) is not None and machine.available_bytes < need:
+            if time.monotonic() >= deadline:
+                candidate = any(w.spec.role == "candidate" and w.proc.poll() is None for w in self.workers)
+                _fail(self.verdict, "runtime_error", (
+                    f"out of memory: not started, since {workers} worker process(es) need at least "
+                    f"{memory.gib(need)} free to start, and for {MEMORY_WAIT_S:.0f} s only "
+                    f"{memory.gib(machine.available_bytes)} of {machine.describe()} was: judge fewer at once, "
+                    "or end what else holds the machine's memory"), fault="candidate" if candidate else "machine")
+            if not said:
+                self.judge.progress(f"waiting for memory: {memory.gib(machine.available_bytes)} free, "
+                                    f"{memory.gib(need)} needed to start")
+                said = True
+            time.sleep(1.0)
+        return machine
+
     def _worker_failed(self, role: str, exc: WorkerError) -> None:
-        """End the run: a candidate failure is the candidate's; any other is the task's."""
+        """End the run: a candidate failure is the candidate's (the machine running out of memory
+        included: fail closed, with the figures); any other is the task's."""
+        if exc.out_of_memory is not None:
+            self.verdict.settings["out_of_memory"] = {"process": role, **exc.out_of_memory}
         if role == "candidate":
             _fail(self.verdict, exc.kind, exc.message, exc.log_tail)
         hint = ""
-        if "out of memory" in exc.message.lower() or "MemoryError" in exc.message:
+        # (the judge's own account of running out of memory says what to do already)
+        if exc.out_of_memory is None and ("out of memory" in exc.message.lower() or "MemoryError" in exc.message):
             hint = (" (the task's inputs, outputs and model do not fit in the device's memory beside what else "
                     "runs on it: judge fewer at once, e.g. --jobs 1, or use a device with more memory)")
         _fail(self.verdict, "runtime_error", f"the reference ({role}) failed{hint}: {exc.message}",

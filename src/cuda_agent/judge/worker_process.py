@@ -2,7 +2,8 @@
 
 Every exchange has a deadline; a worker that misses it, dies, exceeds its memory limit or sends a
 malformed reply is killed with its whole process group, and the caller gets a WorkerError that
-says which of these happened. Nothing a worker does can raise anything else in the judge.
+says which of these happened (a worker the kernel's out-of-memory killer ended, told by the
+kernel's count of such kills, included). Nothing a worker does can raise anything else in the judge.
 Exchanges run on the caller's thread (non-blocking pipes and select), so the judge's clock around
 an exchange measures the exchange and nothing else.
 """
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from . import protocol
+from . import memory, protocol
 from .fork_server import ForkedProcess, ForkRequest, ForkServer, ForkServerError, server_for
 from .process_tree import TOKEN_VARIABLE, ProcessTree, launched, new_token, only_child, stat_fields
 from .sandbox import SandboxPolicy, make_preexec, worker_environment
@@ -32,13 +33,17 @@ DEFAULT_MAX_REPLY_BYTES = 1 << 36
 
 
 class WorkerError(Exception):
-    """A worker failed an exchange. ``kind`` is a verdict status; ``message`` says why."""
+    """A worker failed an exchange. ``kind`` is a verdict status; ``message`` says why;
+    ``out_of_memory``, where memory ended it, who stopped it ("judge": its cap; "kernel": the
+    kernel's out-of-memory killer) and the figures."""
 
-    def __init__(self, kind: str, message: str, log_tail: str = ""):
+    def __init__(self, kind: str, message: str, log_tail: str = "",
+                 out_of_memory: dict[str, Any] | None = None):
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.log_tail = log_tail
+        self.out_of_memory = out_of_memory
 
 
 @dataclass
@@ -84,7 +89,11 @@ class WorkerProcess:
             os.chown(self.home, *spec.policy.run_as)  # its only writable place
         self.log_path = spec.run_dir / f"{spec.role}.log"
         self._oom = threading.Event()
+        self._sent_kill = False  # the judge signalled a live worker: a SIGKILL is the judge's own
         self.peak_rss_bytes = 0  # the worker process's own high-water mark, read before it ends
+        self.rss_seen_bytes = 0  # the memory watcher's last reading of the worker and its children
+        self._memory: dict[str, Any] | None = None  # why memory ended it, once it has
+        self._oom_kills = memory.oom_kills()  # the kernel's count, to tell its kills from others'
         self.proc: subprocess.Popen | ForkedProcess | None = None
         self._send_fd = self._recv_fd = -1  # the channel, once started
         self._start()
@@ -170,6 +179,7 @@ class WorkerProcess:
                 return
             if tick % 10 == 0:
                 rss = max(rss, _group_rss_bytes(self.proc.pid))
+            self.rss_seen_bytes = rss
             if rss > self.spec.memory_limit_bytes:
                 self._oom.set()
                 self.kill()
@@ -199,6 +209,7 @@ class WorkerProcess:
         """Kill the worker's process group, then every process it started, wherever it went."""
         if self.proc is not None and self.proc.poll() is None:
             self._note_peak_rss()
+            self._sent_kill = True
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -209,10 +220,8 @@ class WorkerProcess:
     def _failure_reason(self, problem: str) -> str:
         """Why an exchange failed, once the worker is dead or has been killed."""
         role = self.spec.role
-        memory = (f"the {role} process exceeded its memory limit of "
-                  f"{(self.spec.memory_limit_bytes or 0) / 1024**3:.1f} GiB and was killed")
         if self._oom.is_set():
-            return memory
+            return self._over_cap()
         try:
             code = self.proc.wait(timeout=2)  # did it die by itself?
         except subprocess.TimeoutExpired:
@@ -220,10 +229,47 @@ class WorkerProcess:
             self.proc.wait()
             return f"the {role} process broke the judge protocol ({problem}) and was killed"
         if self._oom.is_set():  # the watcher may have killed it while we waited
-            return memory
+            return self._over_cap()
+        if code == -signal.SIGKILL and not self._sent_kill:
+            if memory.killed_for_memory(self._oom_kills, memory.oom_kills()):
+                return self._killed_by_kernel()
+            held = f"; it held {memory.gib(self.rss_seen_bytes)} when last measured" if self.rss_seen_bytes else ""
+            return f"the {role} process was killed by SIGKILL, which the judge did not send{held}"
         if code < 0:
             return f"the {role} process was killed by {_signal_name(code)}"
         return f"the {role} process exited with code {code} in the middle of an exchange"
+
+    def _failure(self, problem: str) -> WorkerError:
+        reason = self._failure_reason(problem)
+        return WorkerError("runtime_error", reason, self.log_tail(), out_of_memory=self._memory)
+
+    def _over_cap(self) -> str:
+        """The judge's cap ended the worker: the cap, and what it held when the watcher saw it."""
+        cap, held = self.spec.memory_limit_bytes or 0, max(self.rss_seen_bytes, self.peak_rss_bytes)
+        self._memory = {"by": "judge", "limit_bytes": cap, "held_bytes": held}
+        advice = ("use less memory (fewer or smaller buffers)"
+                  if self.spec.role == "candidate" else
+                  "the task needs more: raise the cap (JudgeConfig.memory_limit_bytes) or judge fewer at once")
+        return (f"out of memory: the {self.spec.role} process exceeded its memory limit of {memory.gib(cap)} and "
+                f"was killed (it held {memory.gib(held)} when the judge measured it; the cap is "
+                f"JudgeConfig.memory_limit_bytes, by default the machine's memory shared among the workers of "
+                f"the judges running at once): {advice}")
+
+    def _killed_by_kernel(self) -> str:
+        """The kernel's out-of-memory killer ended the worker: the machine ran out, not its cap."""
+        machine = memory.machine_memory()
+        held = self.rss_seen_bytes
+        self._memory = {"by": "kernel", "held_bytes": held or None,
+                        "machine_bytes": machine.total_bytes if machine else None,
+                        "limit_bytes": self.spec.memory_limit_bytes}
+        of = machine.describe() if machine else "the machine's memory"
+        what = (f"held {memory.gib(held)} of {of} when the kernel's out-of-memory killer ended it" if held
+                else f"was ended by the kernel's out-of-memory killer when {of} ran out")
+        cap = (f", below its own cap of {memory.gib(self.spec.memory_limit_bytes)}"
+               if self.spec.memory_limit_bytes else "")
+        return (f"out of memory: the {self.spec.role} process {what} (SIGKILL){cap}: the machine as a whole ran "
+                "out. Judge fewer at once, use smaller inputs, or set a lower cap per worker "
+                "(JudgeConfig.memory_limit_bytes) so that the judge stops a process before the machine runs out")
 
     # -- exchanges ----------------------------------------------------------------------------
     def post(self, message: dict[str, Any], timeout_s: float) -> None:
@@ -235,7 +281,7 @@ class WorkerProcess:
             raise WorkerError("timeout", f"the {self.spec.role} process stopped reading its channel",
                               self.log_tail()) from None
         except (protocol.ProtocolError, OSError) as exc:
-            raise WorkerError("runtime_error", self._failure_reason(str(exc)), self.log_tail()) from None
+            raise self._failure(str(exc)) from None
 
     def exchange(self, message: dict[str, Any], timeout_s: float,
                  max_bytes: int = DEFAULT_MAX_REPLY_BYTES, what: str = "", spin_s: float = 0.0,
@@ -248,15 +294,14 @@ class WorkerProcess:
         """
         what = what or str(message.get("cmd") or message.get("step") or "request")
         if self.proc.poll() is not None:
-            raise WorkerError("runtime_error", self._failure_reason("it had already stopped"), self.log_tail())
+            raise self._failure("it had already stopped")
         deadline = time.monotonic() + timeout_s
         try:
             protocol.send(self._send_fd, message, deadline)
             reply = protocol.receive(self._recv_fd, max_bytes, deadline, spin_s)
             while "request" in reply:
                 if on_request is None:
-                    raise WorkerError("runtime_error", self._failure_reason(f"a request during `{what}`"),
-                                      self.log_tail())
+                    raise self._failure(f"a request during `{what}`")
                 asked = time.monotonic()
                 answer = on_request(reply)
                 deadline += time.monotonic() - asked
@@ -267,10 +312,10 @@ class WorkerProcess:
             raise WorkerError("timeout", f"`{what}` did not finish within {timeout_s:.0f} s; the "
                               f"{self.spec.role} process was killed", self.log_tail()) from None
         except (protocol.ProtocolError, OSError) as exc:
-            raise WorkerError("runtime_error", self._failure_reason(str(exc)), self.log_tail()) from None
+            raise self._failure(str(exc)) from None
         if not isinstance(reply.get("ok"), bool):
             self.kill()
-            raise WorkerError("runtime_error", self._failure_reason("a reply without a status"), self.log_tail())
+            raise self._failure("a reply without a status")
         if not reply["ok"]:
             raise WorkerError(str(reply.get("error", "runtime_error")), str(reply.get("message", "")),
                               self.log_tail())
