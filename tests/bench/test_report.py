@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from cuda_agent.bench.metrics import Metrics, level_metrics, overall_metrics
-from cuda_agent.bench.report import PAPER_TABLE1, render_markdown, write_report
+from cuda_agent.bench.report import PAPER_TABLE1, REASON_CHARS, render_markdown, write_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -70,7 +70,7 @@ def test_markdown_fast_p_flags_and_problems():
     assert "Level 1 problem" not in flagged
     assert "nvcc: a\\|b" in md  # pipes escaped
     row = next(line for line in md.splitlines() if line.startswith("| 1 | 4 |"))
-    assert "shape \\| mismatch" in row and row.endswith("... |") and "x" * 100 not in row
+    assert "shape \\| mismatch" in row and row.endswith("... |") and "x" * REASON_CHARS not in row
     assert "| 1 | 1 | 1_Op.py | ok | 2.00x | 1.50x |" in md
     # Every table row of the problem table has exactly 8 cells (unescaped pipes).
     for line in md.split("## Problems")[1].splitlines():
@@ -147,3 +147,28 @@ def test_the_baseline_summary_names_the_problem_whose_worker_held_the_most_host_
     assert summary["all"]["worker_peak_problem"] == "2_B.py"
     lines = "\n".join(_baselines_section({"baselines": summary}))
     assert "| 9.50 GB (2_B.py) | 0.70 GB |" in lines and "| - | - |" in lines
+
+
+def test_a_long_reason_is_cut_at_a_words_end():
+    reason = "no speed-up: " + " ".join(f"cause{i}" for i in range(60))
+    report = make_report({1: ([{**rec(1, 1, correct=True), "no_speedup": reason}], 1)})
+    row = next(line for line in render_markdown(report).splitlines() if line.startswith("| 1 | 1 |"))
+    cell = row.split(" | ")[-1]
+    assert cell.startswith("no speed-up: cause0 cause1") and cell.endswith("... |")
+    assert len(cell) <= REASON_CHARS + 2 and reason.startswith(cell[:-len("... |")] + " ")
+
+
+def test_a_baselines_only_report_draws_the_baselines_not_empty_speedups(tmp_path):
+    def reference(pid, eager, compile):
+        return {"level": 1, "problem_id": pid, "name": f"{pid}_Op.py", "ok": eager is not None, "flags": [],
+                "eager": eager and {"mean_ms": eager, "median_ms": eager},
+                "compile": compile and {"mean_ms": compile, "median_ms": compile}}
+
+    report = make_report({1: ([], 3)}, label="baselines")
+    report["settings"]["baselines_only"] = True
+    report["references"] = [reference(1, 12.0, 9.0), reference(2, 0.4, 0.5), reference(3, None, None)]
+    paths = write_report(tmp_path, report)
+    assert set(paths) == {"json", "markdown", "baselines"}
+    assert paths["baselines"].read_bytes().startswith(PNG_MAGIC) and len(paths["baselines"].read_bytes()) > 5000
+    assert not (tmp_path / "speedups.png").exists() and not (tmp_path / "fast_p.png").exists()
+    assert "(baselines.png)" in paths["markdown"].read_text()

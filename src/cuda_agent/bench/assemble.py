@@ -10,11 +10,12 @@ means; the judge's own measured speed-ups stay in the record beside them.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 from ..judge.reference import FAILED as REFERENCE_FAILED, IMPORTED_MISMATCH, ReferenceReport
 from .metrics import Metrics, level_metrics, overall_metrics, select_best
-from .runner import BenchRun, Job, failure_record
+from .runner import BenchRun, Job, failure_record, no_speedup_reason
 
 
 def problem_records(run: BenchRun, min_baseline_ms: float,
@@ -41,8 +42,19 @@ def problem_records(run: BenchRun, min_baseline_ms: float,
                 flags += _imported_mismatch(reference["report"], imported, problem.key)
             candidates = run.candidates.get(problem.key, [])
             best = select_best(samples) if samples else _missing(problem, judged_none=bool(candidates))
-            scored.append({**best, "samples": len(samples), "flags": flags})
+            scored.append({**best, "samples": len(samples), "flags": flags, "no_speedup": _no_speedup(run, best)})
     return scored, references
+
+
+def _no_speedup(run: BenchRun, record: dict) -> str | None:
+    """Why a correct result has no speed-up: recorded with it, or (for a result recorded before
+    the reason was) read from its verdict."""
+    if "no_speedup" in record or not record.get("correct") or not record.get("verdict"):
+        return record.get("no_speedup")
+    try:
+        return no_speedup_reason(json.loads((run.out / record["verdict"]).read_text()))
+    except (OSError, ValueError):
+        return None
 
 
 def _missing(problem: Any, judged_none: bool = False) -> dict:
@@ -75,6 +87,7 @@ def _rebased(record: dict, imported: dict[str, dict[str, dict]], key: str) -> di
             record[f"{mode}_ms"] = entry["mean"]
         elif record.get("correct") and candidate:
             record[f"speedup_vs_{mode}"] = None  # no imported baseline: not comparable
+            record["no_speedup"] = f"no speed-up vs {mode}: the imported baselines have no time for this problem"
     return record
 
 

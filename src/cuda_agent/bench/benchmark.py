@@ -18,7 +18,7 @@ from .assemble import build_report
 from .baseline_comparison import compare, mode_dependent, write_comparison
 from .kb_timing import export_baselines, import_baselines
 from .kernelbench import Problem, discover
-from .report import write_report
+from .report import no_speedup_table, write_report
 from .runner import BenchRun, check_candidates_exist
 from .solutions import find_candidates
 
@@ -102,6 +102,10 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
             write_atomic(options.out / LAST_RUN_FILE, json.dumps({
                 "gpus": gpus, "jobs_per_gpu": jobs, "pool": options.pool,
                 "exclusive_timing": options.judge.exclusive_timing}))
+        if console is not None and backend == "cpu" and not options.report_only:
+            warning = cpu_warning(BenchRun(options.out, problems, {}), options.agent is not None)
+            if warning:
+                console.print(warning)
         if not pools and not options.report_only:
             pools = [make_pool("local", replace(options.judge, backend=backend, device_index=i), jobs)
                      for i in range(gpus)]
@@ -141,6 +145,8 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
     label = options.label or (Path(solutions).name if solutions else "baselines")
     report = build_report(run, label, options.min_baseline_ms, settings, imported)
     written = write_report(options.out, report)
+    if console is not None and (table := no_speedup_table(report)) is not None:
+        console.print(table)
     if options.export_baselines:
         hardware = (report.get("device") or {}).get("name", backend)
         entries = [{"level": r["level"], "name": r["name"], "eager": r.get("eager"), "compile": r.get("compile"),
@@ -155,6 +161,32 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
     if failure is not None:
         raise failure
     return report, written
+
+
+# Three KernelBench level-1 references took 42 minutes to check on a two-core machine: their inputs
+# are sized for a GPU, so one eager or torch.compile call of them can take seconds on a CPU.
+CPU_MINUTES_EACH = "a quarter of an hour or more"
+
+
+def cpu_warning(run: BenchRun, agent: bool = False) -> str | None:
+    """What a CPU run of the problems still to check is in for, said before it starts (None when
+    every reference is already checked). Past checks in the same folder give the estimate."""
+    pending, _ = run.jobs()
+    if not pending:
+        return None
+    done = [r["seconds"] for r in run.log.read() if r.get("kind") == "reference" and r.get("seconds")]
+    if done:
+        each = sum(done) / len(done)
+        expect = (f"the {len(done)} reference(s) already checked here took {each / 60:.1f} min each, so about "
+                  f"{len(pending) * each / 3600:.1f} h more for these")
+    else:
+        expect = f"each can take {CPU_MINUTES_EACH} on a CPU"
+    return ("[yellow]On the CPU:[/] KernelBench's inputs are sized for GPUs. "
+            f"{len(pending)} problem(s) have baselines (eager and torch.compile) to time first; {expect}"
+            + (", on top of the agent's episodes" if agent else "") + ". "
+            "Limit the run with --levels and --problems (e.g. --levels 1 --problems 1-5), "
+            "and --timing-seconds for shorter timing sessions; stopping is safe, and the same command resumes "
+            "where it stopped.")
 
 
 def _earlier_run_settings(out: Path) -> dict:

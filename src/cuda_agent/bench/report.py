@@ -14,10 +14,12 @@ A report is a plain dict::
 
 where a record has ``level``, ``problem_id``, ``name``, ``sample``, ``status``, ``correct``,
 ``speedup_vs_eager``, ``speedup_vs_compile``, ``candidate_ms``, ``eager_ms``, ``compile_ms``,
-``reward``, ``flags`` and ``error`` (see :mod:`cuda_agent.bench.metrics`).
-:func:`write_report` writes ``report.json``, ``report.md``, ``speedups.png``, ``fast_p.png`` and,
-where the judge drew rooflines (on a GPU), ``roofline_level{N}.png`` from the problems' verdicts
-and reference checks.
+``reward``, ``flags``, ``error`` and ``no_speedup`` (see :mod:`cuda_agent.bench.metrics`).
+:func:`write_report` writes ``report.json``, ``report.md``, ``speedups.png`` and ``fast_p.png``
+(for a run of baselines alone, ``baselines.png`` instead: eager and torch.compile per problem)
+and, where the judge drew rooflines (on a GPU), ``roofline_level{N}.png`` from the problems'
+verdicts and reference checks. A problem's row says why a correct result has no speed-up
+(``no_speedup``, from the verdict's own words).
 """
 
 from __future__ import annotations
@@ -87,12 +89,28 @@ def times(x: float | None, none: str = "n/a") -> str:
     return none if x is None else f"{x:.2f}x"
 
 
+def shorten(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters at a word's end where one is near."""
+    text = " ".join(str(text).split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 3]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:") + "..."
+
+
 def _cell(value: Any, limit: int | None = None) -> str:
     """Text safe inside a Markdown table cell: one line, pipes escaped, optionally cut."""
-    text = " ".join(str(value).split())
-    if limit is not None and len(text) > limit:
-        text = text[: limit - 3] + "..."
+    text = shorten(value, limit) if limit is not None else " ".join(str(value).split())
     return text.replace("|", "\\|")  # escape after cutting so an escape is never split
+
+
+REASON_CHARS = 160  # a problem row's error or missing speed-up: its gist; report.json has it all
+
+
+def why(record: dict) -> str:
+    """A problem's error, or why its correct result has no speed-up; empty when neither."""
+    return record.get("error") or record.get("no_speedup") or ""
 
 
 def _kv(d: dict) -> str:
@@ -123,8 +141,9 @@ def render_markdown(report: dict) -> str:
     if report.get("settings"):
         out.append(f"Settings: {_kv(report['settings'])}.")
     if (report.get("settings") or {}).get("baselines_only"):
-        return "\n".join(out + [""] + _baselines_section(report) + _flagged_section(report)
-                         + _reference_table(report)) + "\n"
+        return "\n".join(out + [""] + _baselines_section(report)
+                         + ["![eager and torch.compile per problem](baselines.png)", ""]
+                         + _flagged_section(report) + _reference_table(report)) + "\n"
     out += ["", "## Results (layout of the CUDA Agent paper, Table 1)", "",
             "| subset | model | pass | faster vs eager | faster vs compile | speed-up vs eager "
             "| speed-up vs compile |",
@@ -169,15 +188,31 @@ def render_markdown(report: dict) -> str:
 
     out += ["## Problems", "",
             "| level | id | name | status | speed-up vs eager | speed-up vs compile | flags "
-            "| error |",
+            "| error, or why no speed-up |",
             "|---|---|---|---|---|---|---|---|"]
     for r in problems:
         out.append(
             f"| {r['level']} | {r['problem_id']} | {_cell(r.get('name', ''))} | "
             f"{_cell(r.get('status', ''))} | {times(r.get('speedup_vs_eager'), '-')} | "
             f"{times(r.get('speedup_vs_compile'), '-')} | {_cell(', '.join(r.get('flags') or []))} | "
-            f"{_cell(r.get('error') or '', 80)} |")
+            f"{_cell(why(r), REASON_CHARS)} |")
     return "\n".join(out) + "\n"
+
+
+def no_speedup_table(report: dict):
+    """The terminal's list of correct results without a speed-up, with why (None if there is none)."""
+    from rich.table import Table
+
+    rows = [r for r in sorted(report.get("problems", []), key=lambda r: (r["level"], r["problem_id"]))
+            if r.get("correct") and r.get("speedup_vs_eager") is None]
+    if not rows:
+        return None
+    table = Table(title="Correct, without a speed-up")
+    for column in ("level", "id", "name", "why"):
+        table.add_column(column, overflow="fold" if column == "why" else "ellipsis")
+    for r in rows:
+        table.add_row(str(r["level"]), str(r["problem_id"]), str(r.get("name", "")), shorten(why(r), REASON_CHARS))
+    return table
 
 
 def gigabytes(count: int | None) -> str:
@@ -309,6 +344,48 @@ def _plot_fast_p(report: dict) -> bytes:
         plt.close(fig)
 
 
+def _plot_baselines(report: dict) -> bytes:
+    """One panel per level: each problem's eager and torch.compile time (means over timed calls),
+    log scale; a problem whose reference failed has no points."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from matplotlib.ticker import MaxNLocator
+
+    references = report.get("references", [])
+    levels = sorted({str(r["level"]) for r in references}, key=int) or sorted(report.get("levels", {}), key=int)
+    fig, axes = plt.subplots(1, max(len(levels), 1), figsize=(5 * max(len(levels), 1), 4), squeeze=False)
+    try:
+        for ax, level in zip(axes[0], levels):
+            rows = [r for r in references if str(r["level"]) == level]
+            timed = 0
+            for mode, marker in (("eager", "o"), ("compile", "s")):
+                points = [(r["problem_id"], r[mode]["mean_ms"]) for r in rows
+                          if (r.get(mode) or {}).get("mean_ms")]
+                timed = max(timed, len(points))
+                if points:
+                    ax.scatter(*zip(*points), marker=marker, s=24, alpha=0.7,
+                               label="torch.compile" if mode == "compile" else mode)
+            if timed:
+                ax.set_yscale("log")
+                ax.legend(fontsize=8)
+            else:
+                ax.text(0.5, 0.5, "no reference timed", ha="center", va="center", transform=ax.transAxes)
+            ax.set_title(f"Level {level}: {timed} of {len(rows)} problems timed")
+            ax.set_xlabel("problem id")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_ylabel("time per call (ms, log scale)")
+            ax.grid(alpha=0.3, which="both")
+        if not levels:
+            axes[0][0].text(0.5, 0.5, "no levels", ha="center", va="center", transform=axes[0][0].transAxes)
+        device = (report.get("device") or {}).get("name") or (report.get("settings") or {}).get("backend", "")
+        fig.suptitle("Baselines: eager and torch.compile per problem" + (f" on {device}" if device else ""))
+        return _png(fig)
+    finally:
+        plt.close(fig)
+
+
 def rooflines(out_dir: Path, report: dict) -> dict[str, dict]:
     """Each level's rooflines: {level: {"device", "problems": [{"id", "name", "roofline"}]}}, only
     where the judge drew one. A judged problem's comes from its verdict (eager, compile and the
@@ -386,22 +463,27 @@ def _points_panel(ax, problems: list[dict], x: str, y: str, xlabel: str, ylabel:
 
 
 def write_report(out_dir: Path, report: dict) -> dict[str, Path]:
-    """Write report.json, report.md, speedups.png, fast_p.png and, on a GPU, one
-    roofline_level{N}.png per level into ``out_dir``.
+    """Write report.json, report.md and the plots into ``out_dir``: speedups.png and fast_p.png,
+    or, for a run of baselines alone (nothing to speed up), baselines.png; and, on a GPU, one
+    roofline_level{N}.png per level.
 
     Each file is written atomically. Returns ``{"json": ..., "markdown": ..., "speedups": ...,
-    "fast_p": ..., "roofline_level1": ..., ...}``.
+    "fast_p": ... (or "baselines": ...), "roofline_level1": ..., ...}``.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"json": out_dir / "report.json", "markdown": out_dir / "report.md",
-             "speedups": out_dir / "speedups.png", "fast_p": out_dir / "fast_p.png"}
+    paths = {"json": out_dir / "report.json", "markdown": out_dir / "report.md"}
+    if (report.get("settings") or {}).get("baselines_only"):
+        plots = {"baselines": _plot_baselines}
+    else:
+        plots = {"speedups": _plot_speedups, "fast_p": _plot_fast_p}
     drawn = rooflines(out_dir, report)
     report["rooflines"] = {level: f"roofline_level{level}.png" for level in drawn}
     write_atomic(paths["json"], json.dumps(report, indent=1) + "\n")
     write_atomic(paths["markdown"], render_markdown(report))
-    write_atomic(paths["speedups"], _plot_speedups(report))
-    write_atomic(paths["fast_p"], _plot_fast_p(report))
+    for name, plot in plots.items():
+        paths[name] = out_dir / f"{name}.png"
+        write_atomic(paths[name], plot(report))
     for level, entry in drawn.items():
         paths[f"roofline_level{level}"] = out_dir / report["rooflines"][level]
         write_atomic(paths[f"roofline_level{level}"], _plot_roofline(level, entry))

@@ -18,10 +18,9 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..errors import BenchmarkError
 from ..files import write_atomic
@@ -29,6 +28,7 @@ from ..judge.reference import ReferenceReport
 from ..solution import Solution, load_solution
 from ..task import Task
 from .kernelbench import Problem
+from .progress import BenchProgress, describe_job
 from .solutions import Candidate
 
 RESULTS_FILE = "results.jsonl"
@@ -125,10 +125,7 @@ class BenchRun:
         for job in references + candidates:  # every reference check is taken before any candidate
             queue.put_nowait(job)
 
-        progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TimeElapsedColumn(), TextColumn("{task.fields[last]}"),
-                            console=console, disable=console is None)
-        bar = progress.add_task("judging", total=total, last="")
+        progress = BenchProgress(console, total)
 
         async def worker(pool: Any) -> None:
             while True:
@@ -136,22 +133,25 @@ class BenchRun:
                     job = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
+                line = progress.start(_describe(job))
                 try:
                     if job.candidate is None:
-                        record = await self._check(pool, job)
+                        line("running the reference and checking it reproduces itself")
+                        record = await self._check(pool, job, line)
                     else:
-                        if event := checked.get(job.problem.key):
+                        if (event := checked.get(job.problem.key)) and not event.is_set():
+                            line("waiting for the problem's baselines")
                             await event.wait()
-                        record = await self._judge(pool, job)
+                        record = await self._judge(pool, job, line)
                 except Exception as exc:  # the judge itself failed: nothing is recorded, a rerun retries
                     failed.append(f"{job.key}: {type(exc).__name__}: {exc}")
-                    progress.update(bar, advance=1, last=f"{job.key}: judge failed")
+                    progress.finish(line, "judge failed")
                     continue
                 finally:
                     if job.candidate is None:
                         checked[job.problem.key].set()
                 self.log.append(record)
-                progress.update(bar, advance=1, last=f"{job.key}: {record['status']}")
+                progress.finish(line, record["status"])
 
         failed: list[str] = []
         with progress:
@@ -160,14 +160,14 @@ class BenchRun:
             raise BenchmarkError(f"the judge failed on {len(failed)} job(s), which are not recorded; rerun the "
                                  "same command to retry them (the rest is kept):\n  " + "\n  ".join(failed[:10]))
 
-    async def _check(self, pool: Any, job: Job) -> dict:
+    async def _check(self, pool: Any, job: Job, progress: Callable[[str], None]) -> dict:
         started = time.perf_counter()
-        report: ReferenceReport = await pool.check_reference(job.task)
+        report: ReferenceReport = await pool.check_reference(job.task, **_relay(pool, progress))
         return {"kind": "reference", "key": job.key, "fingerprint": job.task.sha256, **_where(job),
                 "status": "ok" if report.ok else "reference_error", "report": report.to_dict(),
                 "seconds": time.perf_counter() - started}
 
-    async def _judge(self, pool: Any, job: Job) -> dict:
+    async def _judge(self, pool: Any, job: Job, progress: Callable[[str], None]) -> dict:
         candidate = job.candidate
         solution, fingerprint, failure = _load(job)
         record = {"kind": "solution", "key": job.key, "fingerprint": fingerprint, **_where(job),
@@ -175,7 +175,7 @@ class BenchRun:
         if failure is not None:
             return {**record, **failure}
         started = time.perf_counter()
-        verdict = await pool.evaluate(job.task, solution, "profile")
+        verdict = await pool.evaluate(job.task, solution, "profile", **_relay(pool, progress))
         data = verdict.to_dict()
         path = self.out / VERDICTS_DIR / f"level{job.problem.level}" / f"{job.problem.stem}-{_sample(candidate)}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -185,7 +185,8 @@ class BenchRun:
                 "correct": verdict.correct, "reward": verdict.reward,
                 "speedup_vs_eager": verdict.speedup_vs_eager, "speedup_vs_compile": verdict.speedup_vs_compile,
                 **{f"{name}_ms": (timings.get(name) or {}).get("median_ms") for name in ("candidate", "eager", "compile")},
-                "error": verdict.error, "verdict": str(path.relative_to(self.out)),
+                "error": verdict.error, "no_speedup": no_speedup_reason(data),
+                "verdict": str(path.relative_to(self.out)),
                 "stage_seconds": dict(verdict.seconds), "seconds": time.perf_counter() - started}
 
     def _relative(self, path: Path) -> str:
@@ -195,6 +196,35 @@ class BenchRun:
             except ValueError:
                 pass
         return str(path)
+
+
+def _relay(pool: Any, progress: Callable[[str], None]) -> dict:
+    """The progress argument for a pool that carries the judge's messages back (a local one)."""
+    return {"progress": progress} if getattr(pool, "relays_progress", False) else {}
+
+
+def _describe(job: Job) -> str:
+    return describe_job(job.problem.level, job.problem.name, job.candidate.sample if job.candidate else None,
+                        reference=job.candidate is None)
+
+
+NOT_CLAIMED = "no speedup is claimed: "  # how the judge's note on an unbelieved timing starts
+UNSTABLE = "the timing was not stable enough to claim a speedup"
+
+
+def no_speedup_reason(verdict: dict) -> str | None:
+    """Why a correct verdict carries no speed-up, from the verdict's own words (None: it has one,
+    or is not correct). An unstable timing is named by its cause, which the judge notes."""
+    if not verdict.get("correct") or verdict.get("speedup_vs_eager") is not None:
+        return None
+    causes = [note[len(NOT_CLAIMED):] for note in verdict.get("notes") or [] if note.startswith(NOT_CLAIMED)]
+    withheld = [part for part in (verdict.get("speedup_withheld") or "").split("; ") if part]
+    if causes:
+        withheld = [part for part in withheld if part != UNSTABLE]
+    reasons = causes + withheld
+    if reasons:
+        return "no speed-up: " + "; ".join(reasons)
+    return "no speed-up: the candidate was not timed"
 
 
 def _where(job: Job) -> dict:

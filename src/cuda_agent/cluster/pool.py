@@ -57,17 +57,21 @@ def settle_pool(pool: Any, config: JudgeConfig | None, max_concurrent: int | Non
     and ``max_concurrent``."""
     config = config or JudgeConfig()
     pool.backend = resolve_backend(config.backend)
-    pool.config = replace(config, backend=pool.backend)  # every pool process judges on the same backend
+    pool.max_concurrent = max_concurrent or default_concurrency()
+    # Every pool process judges on the same backend, and its workers' memory caps are sized for
+    # the judges that share the machine with it.
+    pool.config = replace(config, backend=pool.backend,
+                          judges_at_once=max(config.judges_at_once, pool.max_concurrent))
     pool.cache_dir = Path(pool.config.cache_dir)
     pool.cache_dir.mkdir(parents=True, exist_ok=True)
-    pool.max_concurrent = max_concurrent or default_concurrency()
 
 
 _judge: Any = None  # the Judge of a pool process
+_messages: Any = None  # where a pool process sends its judges' progress messages (LocalJudgePool)
 
 
-def _start_judge(config: JudgeConfig, processes: int) -> None:
-    global _judge
+def _start_judge(config: JudgeConfig, processes: int, messages: Any = None) -> None:
+    global _judge, _messages
     import torch
 
     from ..judge.judge import Judge
@@ -76,6 +80,7 @@ def _start_judge(config: JudgeConfig, processes: int) -> None:
     # process would oversubscribe the cores that the candidates' own processes need.
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // processes))
     _judge = Judge(config)
+    _messages = messages
 
 
 def _exit_on_term(*_: Any) -> None:
@@ -103,33 +108,78 @@ def start_hosted_judge(config: JudgeConfig, processes: int, watch_parent: bool =
     _start_judge(config, processes)
 
 
-def _evaluate(task: Task, solution: Solution, stage: str) -> Verdict:
+def _relaying(tag: int | None):
+    """The judge's progress messages of one run, sent to the pool's listener ``tag`` (if any)."""
+    if tag is None or _messages is None:
+        return lambda message: None
+    return lambda message: _messages.put((tag, message))
+
+
+def _evaluate(task: Task, solution: Solution, stage: str, tag: int | None = None) -> Verdict:
+    _judge.progress = _relaying(tag)
     return _judge.evaluate(task, solution, stage)
 
 
-def _check_reference(task: Task) -> ReferenceReport:
+def _check_reference(task: Task, tag: int | None = None) -> ReferenceReport:
+    _judge.progress = _relaying(tag)
     return _judge.check_reference(task)
 
 
 class LocalJudgePool:
-    """Judge evaluations in ``max_concurrent`` processes of this machine, one run per process at a time."""
+    """Judge evaluations in ``max_concurrent`` processes of this machine, one run per process at a time.
+
+    A run may take a ``progress`` callback, as the judge itself does: the pool processes send
+    the judge's messages back through a queue, and a thread here hands each to its run's callback.
+    """
+
+    relays_progress = True
 
     def __init__(self, config: JudgeConfig | None = None, max_concurrent: int | None = None):
         settle_pool(self, config, max_concurrent)
         self._lock = threading.Lock()
+        context = multiprocessing.get_context("spawn")
+        self._messages = context.Queue()  # given to each pool process as it starts
+        self._listeners: dict[int, Callable[[str], None]] = {}
+        self._next_tag = 0
+        self._reader = threading.Thread(target=self._deliver, daemon=True, name="judge-pool-progress")
+        self._reader.start()
         self._executor = self._new_executor()
         self._closed = False
 
     def _new_executor(self) -> ProcessPoolExecutor:
         # spawn, not fork: the agent's process has threads and an event loop that a fork would copy.
         return ProcessPoolExecutor(self.max_concurrent, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_start_judge, initargs=(self.config, self.max_concurrent))
+                                   initializer=_start_judge,
+                                   initargs=(self.config, self.max_concurrent, self._messages))
 
-    async def evaluate(self, task: Task, solution: Solution, stage: str) -> Verdict:
-        return await self._submit(_evaluate, task, solution, stage)
+    def _deliver(self) -> None:
+        while (item := self._messages.get()) is not None:
+            tag, message = item
+            listener = self._listeners.get(tag)
+            if listener is not None:
+                try:
+                    listener(message)
+                except Exception:  # a display's failure must not stop the messages of other runs
+                    pass
 
-    async def check_reference(self, task: Task) -> ReferenceReport:
-        return await self._submit(_check_reference, task)
+    async def _with_progress(self, fn: Callable[..., Any], progress: Callable[[str], None] | None,
+                             *args: Any) -> Any:
+        if progress is None:
+            return await self._submit(fn, *args)
+        with self._lock:
+            tag, self._next_tag = self._next_tag, self._next_tag + 1
+        self._listeners[tag] = progress
+        try:
+            return await self._submit(fn, *args, tag)
+        finally:
+            self._listeners.pop(tag, None)
+
+    async def evaluate(self, task: Task, solution: Solution, stage: str,
+                       progress: Callable[[str], None] | None = None) -> Verdict:
+        return await self._with_progress(_evaluate, progress, task, solution, stage)
+
+    async def check_reference(self, task: Task, progress: Callable[[str], None] | None = None) -> ReferenceReport:
+        return await self._with_progress(_check_reference, progress, task)
 
     async def _submit(self, fn: Callable[..., Any], *args: Any) -> Any:
         if self._closed:
@@ -149,7 +199,11 @@ class LocalJudgePool:
 
     def close(self) -> None:
         self._closed = True
-        self._executor.shutdown(wait=True, cancel_futures=True)
+        try:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+        finally:
+            self._messages.put(None)
+            self._reader.join(timeout=5)
 
     def __enter__(self) -> "LocalJudgePool":
         return self
@@ -169,6 +223,7 @@ class SpreadJudgePool:
         self.backend = self.pools[0].backend
         self.cache_dir = self.pools[0].cache_dir
         self.in_flight = [0] * len(self.pools)
+        self.relays_progress = all(getattr(p, "relays_progress", False) for p in self.pools)
 
     async def _on_least_busy(self, method: str, *args: Any, **kwargs: Any) -> Any:
         index = min(range(len(self.pools)), key=self.in_flight.__getitem__)
@@ -181,8 +236,8 @@ class SpreadJudgePool:
     async def evaluate(self, task: Task, solution: Solution, stage: str, **kwargs: Any) -> Verdict:
         return await self._on_least_busy("evaluate", task, solution, stage, **kwargs)
 
-    async def check_reference(self, task: Task) -> ReferenceReport:
-        return await self._on_least_busy("check_reference", task)
+    async def check_reference(self, task: Task, **kwargs: Any) -> ReferenceReport:
+        return await self._on_least_busy("check_reference", task, **kwargs)
 
     def close(self) -> None:
         pass

@@ -276,8 +276,10 @@ def _named(resources: dict[str, float] | None) -> str:
 
 
 def _start_ray_judge(config: JudgeConfig, cpus: float) -> None:
-    """A judge process of a Ray actor: threads for the CPUs the actor holds."""
-    start_hosted_judge(config, max(1, int((os.cpu_count() or 1) // max(1.0, cpus))), watch_parent=True)
+    """A judge process of a Ray actor: threads for the CPUs the actor holds, and memory caps for
+    as many judges as the node's CPUs hold such actors."""
+    judges = max(1, int((os.cpu_count() or 1) // max(1.0, cpus)))
+    start_hosted_judge(replace(config, judges_at_once=max(config.judges_at_once, judges)), judges, watch_parent=True)
 
 
 class RayJudgePool:
