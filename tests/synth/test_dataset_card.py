@@ -235,3 +235,56 @@ def test_zero_accepted_still_writes_a_card(tmp_path):
     empty = build(tmp_path / "empty", [], None, {})[2].read_text()
     assert "**0 of 0 candidates accepted (n/a).**" in empty
     assert "No candidate was rejected." in empty
+
+
+def test_the_card_names_only_the_sources_that_gave_seeds(tmp_path):
+    without = build(tmp_path / "a", sample(), {"module": 10, "functional": 5, "tensor": 3, "transformers": 0})[2]
+    text = without.read_text()
+    assert "operators crawled from `torch` (18 seeds) were stacked" in text
+    assert "1. **Seeds**: 18 operators crawled from `torch` (18 seeds) (10 module, 5 functional, 3 tensor)." in text
+    assert "`transformers` (" not in text and "`transformers` modules stand alone" not in text
+
+    both = build(tmp_path / "b", sample(), {"module": 10, "transformers": 1})[2].read_text()
+    assert "crawled from `torch` (10 seeds) and `transformers` (1 seed) were stacked" in both
+    assert "`transformers` modules stand alone" in both
+
+
+def _drawn(monkeypatch) -> list:
+    """The timing plots' figures, as titles and legend texts, captured as they are saved."""
+    from cuda_agent.synth import card
+
+    figures, save = [], card._save
+
+    def keep(fig, path):
+        if path.name == TIMING_PNG:
+            ax = fig.axes[0]
+            figures.append((ax.get_title(), [t.get_text() for t in ax.get_legend().get_texts()]))
+        return save(fig, path)
+
+    monkeypatch.setattr(card, "_save", keep)
+    return figures
+
+
+def _on_cpu(outcomes: list[Outcome]) -> list[Outcome]:
+    """The outcomes as a run without a GPU records them: the window judged each task's estimate
+    for the target GPU (a hundredth of its CPU time here), not the time measured on the CPU."""
+    for o in outcomes:
+        for f in o.filters:
+            if f.name == "workload_window" and o.eager_ms:
+                f.measurement = {"eager_ms": o.eager_ms / 100, "source": "estimate", "window_ms": [0.02, 0.5]}
+    return outcomes
+
+
+def test_the_timing_plot_says_the_window_applies_to_the_gpu_estimate(tmp_path, monkeypatch):
+    figures = _drawn(monkeypatch)
+    write_card(tmp_path / "cpu", _on_cpu(sample()), None, {**SETTINGS, "window_ms": [0.02, 0.5]})
+    title, legend = figures[-1]
+    assert "window 0.02 - 0.5 ms (on the target GPU's estimate)" in legend
+    assert "accepted, estimated for the target GPU (5)" in legend
+    assert "accepted, measured on this run's device (5)" in legend
+    assert "the window judged the target GPU's estimate" in title
+
+    write_card(tmp_path / "gpu", sample(), None, SETTINGS)  # measured on the GPU: the window is theirs
+    title, legend = figures[-1]
+    assert "window 1 - 100 ms" in legend and "accepted (5)" in legend
+    assert not any("estimate" in text for text in legend + [title])

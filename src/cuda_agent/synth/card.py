@@ -181,29 +181,57 @@ def _log_bins(values: list[float], bounds: Sequence[float]) -> list[float]:
     return [10 ** (lo + (hi - lo) * i / 30) for i in range(31)]
 
 
-def _accepted_and_cut(ax, accepted: list[float], cut: list[float], bins, cut_label: str) -> None:
+def _accepted_and_cut(ax, accepted: list[float], cut: list[float], bins, cut_label: str,
+                      accepted_label: str = "accepted") -> None:
     """Accepted tasks over the candidates one filter cut, on the same bins."""
     if cut:
         ax.hist(cut, bins=bins, color="lightgrey", edgecolor="grey", label=f"{cut_label} ({len(cut)})")
     if accepted:
-        ax.hist(accepted, bins=bins, color="tab:blue", alpha=0.8, label=f"accepted ({len(accepted)})")
+        ax.hist(accepted, bins=bins, color="tab:blue", alpha=0.8, label=f"{accepted_label} ({len(accepted)})")
+
+
+def _window_values(outcomes: list[Outcome]) -> tuple[str | None, dict[int, float]]:
+    """What the workload window was applied to ("measured" eager times, or a roofline "estimate"
+    of the target GPU's where there was none; None if no candidate reached it), and each
+    candidate's value it judged, by index."""
+    source, values = None, {}
+    for o in outcomes:
+        for f in o.filters:
+            if f.name == "workload_window" and f.measurement.get("source"):
+                source = "estimate" if "estimate" in (source, f.measurement["source"]) else "measured"
+                if isinstance(f.measurement.get("eager_ms"), (int, float)):
+                    values[o.candidate.index] = float(f.measurement["eager_ms"])
+    return source, values
 
 
 def timing_histogram(outcomes: list[Outcome], path: Path,
                      window_ms: Sequence[float] | None = None) -> Path:
     """Eager times of accepted tasks on a log axis, with the workload window's bounds; candidates
-    the window rejected are drawn beside them, to show what it cut. Says so when there is no
-    data, so the card's image link always works."""
+    the window rejected are drawn beside them, to show what it cut. Where the window judged a
+    roofline estimate (no GPU), the estimates are drawn too, and the window is labelled as theirs:
+    the measured times are the run's own device's, to which it does not apply. Says so when
+    there is no data, so the card's image link always works."""
     plt = _pyplot()
-    accepted = [v for v in _finite(o.eager_ms for o in outcomes if o.accepted) if v > 0]
-    cut = [v for v in _finite(o.eager_ms for o in outcomes
-                              if not o.accepted and o.rejected_by == "workload_window") if v > 0]
+    source, judged = _window_values(outcomes)
+    estimated = source == "estimate"
+    measured = [v for v in _finite(o.eager_ms for o in outcomes if o.accepted) if v > 0]
+    window_cut = [o for o in outcomes if not o.accepted and o.rejected_by == "workload_window"]
+    if estimated:
+        accepted = [v for v in _finite(judged.get(o.candidate.index) for o in outcomes if o.accepted) if v > 0]
+        cut = [v for v in _finite(judged.get(o.candidate.index) for o in window_cut) if v > 0]
+    else:
+        accepted, cut = measured, [v for v in _finite(o.eager_ms for o in window_cut) if v > 0]
     bounds = [float(b) for b in (window_ms or [])]
     fig, ax = plt.subplots(figsize=(7, 4))
     try:
-        if accepted or cut:
-            _accepted_and_cut(ax, accepted, cut, _log_bins(accepted + cut, bounds),
-                              "rejected by workload window")
+        if accepted or cut or measured:
+            bins = _log_bins(accepted + cut + measured, bounds)
+            if estimated and measured:
+                ax.hist(measured, bins=bins, color="tab:green", alpha=0.6,
+                        label=f"accepted, measured on this run's device ({len(measured)})")
+            _accepted_and_cut(ax, accepted, cut, bins,
+                              "rejected by workload window" + (", estimated" if estimated else ""),
+                              "accepted, estimated for the target GPU" if estimated else "accepted")
             ax.set_xscale("log")
         else:
             ax.text(0.5, 0.5, "no accepted tasks with an eager time", ha="center", va="center",
@@ -215,10 +243,14 @@ def timing_histogram(outcomes: list[Outcome], path: Path,
             ax.axvline(b, color="tab:red", linestyle="--", linewidth=1)
         if bounds:
             ax.plot([], [], color="tab:red", linestyle="--", linewidth=1,
-                    label="window " + " - ".join(f"{b:g}" for b in bounds) + " ms")
-        _finish(ax, "eager time (ms, log scale)", "Eager time of accepted tasks"
-                + (" and of those outside the window" if cut else ""))
-        if not (accepted or cut):
+                    label="window " + " - ".join(f"{b:g}" for b in bounds) + " ms"
+                    + (" (on the target GPU's estimate)" if estimated else ""))
+        title = "Eager time of accepted tasks" + (" and of those outside the window" if cut else "")
+        _finish(ax, "eager time (ms, log scale)",
+                title + ("\n(measured here; the window judged the target GPU's estimate)" if estimated else ""))
+        if estimated:  # four labels do not fit in one row under the axes
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False, fontsize=8)
+        if not (accepted or cut or measured):
             ax.set_yticks([])  # no counts to show
         return _save(fig, path)
     finally:
@@ -316,6 +348,35 @@ def _filter_condition(name: str, settings: dict) -> str:
     return ""
 
 
+TORCH_KINDS = ("module", "functional", "tensor")  # seed kinds crawled from torch itself
+
+
+def seed_sources(seeds: dict | None) -> list[tuple[str, int]]:
+    """The packages that gave seeds, with how many each gave (none for a source that gave none):
+    torch's modules, functionals and tensor ops count as `torch`; any other kind is its own."""
+    if not seeds:
+        return []
+    counts: dict[str, int] = {}
+    for kind, n in seeds["by_kind"].items():
+        source = "torch" if kind in TORCH_KINDS else kind
+        counts[source] = counts.get(source, 0) + int(n)
+    return [(source, n) for source, n in counts.items() if n > 0]
+
+
+def _sources_text(seeds: dict | None) -> str:
+    """"`torch` (120 seeds) and `transformers` (8 seeds)", or what is known without counts."""
+    sources = [f"`{source}` ({n} seed{'s' if n != 1 else ''})" for source, n in seed_sources(seeds)]
+    if not sources:
+        return "no package (the crawl found no seeds)" if seeds else "`torch` (and `transformers` where installed)"
+    return ", ".join(sources[:-1]) + " and " + sources[-1] if len(sources) > 1 else sources[0]
+
+
+def _gave_transformers(stats: dict) -> bool:
+    """Whether `transformers` may have given seeds (unknown counts: it may have)."""
+    seeds = stats.get("seed_counts")
+    return not seeds or any(source == "transformers" for source, _ in seed_sources(seeds))
+
+
 def render_card(stats: dict, *, similarity_plot: bool = False) -> str:
     """The README.md text for :func:`summarize`'s stats."""
     settings = stats["settings"]
@@ -326,8 +387,9 @@ def render_card(stats: dict, *, similarity_plot: bool = False) -> str:
         f"{acc} KernelBench-format tasks for training CUDA kernel generation: each is a PyTorch "
         "program (`class Model(nn.Module)`, `get_inputs()`, `get_init_inputs()`) for which a model "
         "writes a faster CUDA implementation. They were built the way the CUDA Agent paper built "
-        "CUDA-Agent-Ops-6K: operators crawled from `torch` and `transformers` were stacked, up to "
-        "five `torch` operators in sequence (`transformers` modules stand alone), and only "
+        f"CUDA-Agent-Ops-6K: operators crawled from {_sources_text(stats.get('seed_counts'))} were stacked, up "
+        "to five `torch` operators in sequence"
+        + (" (`transformers` modules stand alone)" if _gave_transformers(stats) else "") + ", and only "
         "candidates that passed every execution-based filter were kept. The first three columns "
         "(`code`, `ops`, `data_source`) are CUDA-Agent-Ops-6K's.",
         "",
@@ -346,10 +408,11 @@ def render_card(stats: dict, *, similarity_plot: bool = False) -> str:
     out += ["## How it was built", ""]
     seeds = stats.get("seed_counts")
     if seeds:
-        kinds = ", ".join(f"{v} {k}" for k, v in seeds["by_kind"].items())
-        out += [f"1. **Seeds**: {seeds['total']} operators ({kinds}).", ""]
+        kinds = ", ".join(f"{v} {k}" for k, v in seeds["by_kind"].items() if v)
+        out += [f"1. **Seeds**: {seeds['total']} operators crawled from {_sources_text(seeds)}"
+                + (f" ({kinds})." if kinds else "."), ""]
     else:
-        out += ["1. **Seeds**: operators crawled from `torch` and `transformers`.", ""]
+        out += [f"1. **Seeds**: operators crawled from {_sources_text(seeds)}.", ""]
     composers = ", ".join(f"{c} ({k})" for c, k in stats["composers"].items()) or "none accepted"
     out += [f"2. **Composition**: accepted tasks by composer: {composers}.", "",
             "3. **Filters**, in the order a candidate meets them; a candidate is rejected at the "
