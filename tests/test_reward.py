@@ -57,3 +57,21 @@ def test_continuous_reward():
     assert continuous_reward(False, 0.5, 1.0) == -1.0
     assert continuous_reward(True, None, 1.0) == -1.0  # not timed
     assert continuous_reward(True, 0.5, None) == -1.0
+
+
+def test_a_withheld_speedup_pays_the_correct_but_not_faster_reward():
+    # The judge gives no candidate time where it claims no speedup (an unsettled baseline, a time it
+    # cannot pin down): times that would pay 3 then pay 1, as the verdict's reason says.
+    from cuda_agent.judge.baselines import baseline_stats
+    from cuda_agent.judge.timing import TimingStats
+    from cuda_agent.judge.verdict import Verdict, speedup_withheld
+
+    def baseline(*medians):
+        return baseline_stats([TimingStats.from_samples([m] * 20) for m in medians], 0.08, len(medians), 0.03)
+
+    candidate = TimingStats.from_samples([149.5] * 20)
+    v = Verdict(status="ok", correct=True, backend="cpu",
+                timings={"candidate": candidate, "eager": baseline(3590.0, 1827.0), "compile": baseline(174.7)})
+    measured = milestone_reward(True, candidate.median_ms, v.timings["eager"].median_ms, v.timings["compile"].median_ms)
+    assert measured == 3 and speedup_withheld(v)
+    assert milestone_reward(True, None, v.timings["eager"].median_ms, v.timings["compile"].median_ms) == 1

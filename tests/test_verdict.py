@@ -8,7 +8,8 @@ import pytest
 
 from cuda_agent.judge.correctness import CheckResult
 from cuda_agent.judge.timing import TimingStats
-from cuda_agent.judge.verdict import STATUSES, Verdict, Violation, render_feedback, speedup_withheld
+from cuda_agent.judge.baselines import baseline_stats
+from cuda_agent.judge.verdict import STATUSES, Verdict, Violation, render_feedback, speedup_withheld, timing_setting
 
 FIXED_FIELDS = ("status", "correct", "reward", "speedup_vs_eager", "speedup_vs_compile", "timings",
                 "violations", "checks", "feedback")
@@ -98,6 +99,51 @@ def test_a_speedup_is_withheld_for_each_reason_and_the_feedback_says_it(field, v
     v.speedup_withheld = speedup_withheld(v)
     assert f"reward 1: correct, but {v.speedup_withheld}" in render_feedback(v)
     assert speedup_withheld(Verdict(status="ok", correct=True, timing_integrity={"stable": True})) is None
+
+
+def _settled(median: float) -> TimingStats:
+    return baseline_stats([TimingStats.from_samples([median] * 20)], 0.08, fresh=1, precision=0.03)
+
+
+def _unsettled(*medians: float) -> TimingStats:
+    return baseline_stats([TimingStats.from_samples([m] * 20) for m in medians], 0.08, fresh=len(medians),
+                          precision=0.03)
+
+
+def test_no_speedup_is_claimed_over_a_baseline_that_did_not_settle():
+    # The reported case: eager's sessions 3590 and 1827 ms apart; the candidate "beats" it.
+    v = Verdict(status="ok", correct=True, backend="cpu", settings={"timing": {"baseline_tolerance": None}},
+                timings={"candidate": TimingStats.from_samples([150.0] * 20), "eager": _unsettled(3590.0, 1827.0),
+                         "compile": _settled(174.7)})
+    why = speedup_withheld(v)
+    assert why == ("the eager baseline is unsettled: its median moved 32.5% between the 2 fresh processes it was "
+                   "timed in (1827 to 3590 ms), more than the 8% a baseline may move "
+                   "(run on a quieter machine, or time for longer)")
+    v.timings["compile"] = _unsettled(170.0, 260.0)
+    both = speedup_withheld(v)
+    assert "the eager baseline is unsettled" in both and "; the torch.compile baseline is unsettled" in both
+    assert both.count("quieter machine") == 1
+    v.timings["eager"], v.timings["compile"] = _settled(3590.0), _settled(174.7)
+    assert speedup_withheld(v) is None
+
+
+def test_every_timing_reason_and_a_precision_reason_are_given_together():
+    v = Verdict(status="ok", correct=True, backend="cpu", timing_integrity={"stable": False},
+                precision={"reduced": True, "dtype": "float32"},
+                timings={"candidate": TimingStats.from_samples([1.0] * 20), "eager": _unsettled(1.0, 2.0),
+                         "compile": None})
+    assert speedup_withheld(v) == (
+        "the timing was not stable enough to claim a speedup; the eager baseline is unsettled: its median moved "
+        "33.3% between the 2 fresh processes it was timed in (1 to 2 ms), more than the 8% a baseline may move "
+        "(run on a quieter machine, or time for longer); computed in less precision than the task's float32, "
+        "so no speedup is paid")
+
+
+def test_a_verdicts_timing_settings_are_its_own_else_its_backends_defaults():
+    v = Verdict(status="ok", backend="cuda", settings={"timing": {"precision": 0.2, "baseline_tolerance": None}})
+    assert timing_setting(v, "precision") == 0.2
+    assert timing_setting(v, "baseline_tolerance") == 0.02  # timing.BASELINE_TOLERANCE["cuda"]
+    assert timing_setting(Verdict(status="ok"), "precision") is None  # no backend: not known
 
 
 def test_violation_render():

@@ -11,9 +11,10 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .baselines import unsettled_reason
 from .correctness import CheckResult
 from .roofline import render as render_roofline
-from .timing import TimingStats
+from .timing import BACKEND_DEFAULTS, TimingStats
 
 STATUSES = ("ok", "compile_error", "forbidden", "runtime_error", "timeout", "incorrect")
 
@@ -96,6 +97,23 @@ def finite(value: Any) -> Any:
     return value
 
 
+BASELINES = {"eager": "eager", "compile": "torch.compile"}
+# What a user can do about times the machine could not settle.
+QUIETER = "run on a quieter machine, or time for longer"
+
+
+def timing_setting(v: Verdict, name: str) -> float | None:
+    """The timing setting ``name`` the verdict was judged with: its own, else the backend's default."""
+    value = (v.settings.get("timing") or {}).get(name)
+    return value if value else BACKEND_DEFAULTS.get(name, {}).get(v.backend)
+
+
+def _unsettled_baselines(v: Verdict) -> list[str]:
+    tolerance, precision = timing_setting(v, "baseline_tolerance"), timing_setting(v, "precision")
+    return [unsettled_reason(label, stats, tolerance, precision) for mode, label in BASELINES.items()
+            if (stats := v.timings.get(mode)) is not None and stats.stable is False]
+
+
 def speedup_withheld(v: Verdict) -> str | None:
     """Why the judge pays no speedup for this verdict's time (None: it pays what it measured).
 
@@ -104,7 +122,10 @@ def speedup_withheld(v: Verdict) -> str | None:
     # Every reason that holds, so that what the candidate can fix is said whatever the load was.
     reasons = []
     if v.timing_integrity.get("stable") is False:
-        reasons.append("the timing was not stable enough to claim a speedup")
+        reasons.append("the timing was not stable enough to claim a speedup")  # its cause is in the notes
+    # A speedup over a baseline whose sessions did not settle would depend on which run one got.
+    if unsettled := _unsettled_baselines(v):
+        reasons.append(f"{'; '.join(unsettled)} ({QUIETER})")
     if v.precision.get("reduced"):
         reasons.append(f"computed in less precision than the task's {v.precision.get('dtype', 'dtype')}, "
                        "so no speedup is paid")

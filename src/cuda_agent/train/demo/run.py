@@ -59,8 +59,8 @@ def demo_judge_config(cache_dir: Path | None = None, backend: str = "cpu"):
     them still separate the two, where the judge's defaults would withhold the speedup."""
     from ...judge.config import JudgeConfig, TimingConfig
 
-    short = TimingConfig(warmup_calls=2, min_calls=5, max_calls=10, target_seconds=0.2, max_uncertainty=0.5,
-                         baseline_sessions=1, baseline_tolerance=0.5, drift_tolerance=1.0)
+    short = TimingConfig(warmup_calls=2, min_calls=5, max_calls=10, target_seconds=0.2, precision=0.5,
+                         max_uncertainty=0.5, baseline_sessions=1, baseline_tolerance=0.5, drift_tolerance=1.0)
     return JudgeConfig(backend=backend, timing=short if backend == "cpu" else TimingConfig(),
                        **({"cache_dir": cache_dir} if cache_dir else {}))
 
