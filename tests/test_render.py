@@ -11,7 +11,7 @@ from cuda_agent.judge.baselines import baseline_stats
 from cuda_agent.judge.correctness import CheckResult
 from cuda_agent.judge.judge import Judge
 from cuda_agent.judge.timing import TimingStats
-from cuda_agent.judge.verdict import Verdict, render_feedback, speedup_withheld
+from cuda_agent.judge.verdict import Verdict, compile_speedup_withheld, render_feedback, speedup_withheld
 from cuda_agent.render import JudgeProgress, judge_stage, verdict_panel
 
 
@@ -104,6 +104,15 @@ def test_the_panel_says_in_a_line_of_its_own_why_no_speedup_is_claimed():
     head = lines.index("ok   reward 1")  # no speedups beside it: none is paid
     assert lines[head + 1].startswith("no speedup claimed: the eager baseline is unsettled: its median moved"), lines
     assert _shown(f"no speedup claimed: {v.speedup_withheld}", _printed(v))
+
+
+def test_the_panel_says_why_only_the_speedup_over_compile_is_not_claimed():
+    v = _profiled()
+    v.timings["eager"] = baseline_stats([TimingStats.from_samples([3590.0] * 20)], 0.08, 1, 0.03)
+    v.timings["compile"] = baseline_stats([TimingStats.from_samples([m] * 20) for m in (170.0, 260.0)], 0.08, 2, 0.03)
+    v.speedup_withheld, v.compile_speedup_withheld = speedup_withheld(v), compile_speedup_withheld(v)
+    assert v.speedup_withheld is None
+    assert _shown(f"no speedup over torch.compile claimed: {v.compile_speedup_withheld}", _printed(v))
 
 
 def test_a_passing_check_shows_no_relative_error_that_alarms():

@@ -9,7 +9,8 @@ import pytest
 from cuda_agent.judge.correctness import CheckResult
 from cuda_agent.judge.timing import TimingStats
 from cuda_agent.judge.baselines import baseline_stats
-from cuda_agent.judge.verdict import STATUSES, Verdict, Violation, render_feedback, speedup_withheld, timing_setting
+from cuda_agent.judge.verdict import (STATUSES, Verdict, Violation, compile_speedup_withheld, render_feedback,
+                                      speedup_withheld, timing_setting)
 
 FIXED_FIELDS = ("status", "correct", "reward", "speedup_vs_eager", "speedup_vs_compile", "timings",
                 "violations", "checks", "feedback")
@@ -125,6 +126,19 @@ def test_no_speedup_is_claimed_over_a_baseline_that_did_not_settle():
     assert both.count("quieter machine") == 1
     v.timings["eager"], v.timings["compile"] = _settled(3590.0), _settled(174.7)
     assert speedup_withheld(v) is None
+
+
+def test_an_unsettled_compile_baseline_withholds_only_the_speedup_over_compile():
+    v = Verdict(status="ok", correct=True, backend="cpu", reward=2, speedup_vs_eager=2.7,
+                timings={"candidate": TimingStats.from_samples([1.334] * 20), "eager": _settled(3.589),
+                         "compile": _unsettled(1.654, 2.195)})
+    assert speedup_withheld(v) is None  # eager settled: its milestone stands
+    v.compile_speedup_withheld = compile_speedup_withheld(v)
+    assert v.compile_speedup_withheld.startswith("the torch.compile baseline is unsettled: its median moved")
+    assert ("reward 2: more than 5% faster than eager; no speedup over torch.compile is claimed, as the "
+            "torch.compile baseline is unsettled") in render_feedback(v)
+    v.timings["compile"] = _settled(1.7)
+    assert compile_speedup_withheld(v) is None
 
 
 def test_every_timing_reason_and_a_precision_reason_are_given_together():

@@ -85,6 +85,9 @@ def verdict_panel(verdict: Verdict, title: str = "") -> _Titled:
     parts: list = [_head(verdict, style)]
     if verdict.speedup_withheld:
         parts.append(Text(f"no speedup claimed: {verdict.speedup_withheld}", style="bold yellow"))
+    elif verdict.compile_speedup_withheld:
+        parts.append(Text(f"no speedup over torch.compile claimed: {verdict.compile_speedup_withheld}",
+                          style="bold yellow"))
     if any(verdict.timings.values()):
         parts += [Text(), _timings(verdict)]
     if verdict.checks:

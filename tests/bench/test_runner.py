@@ -222,6 +222,8 @@ def test_why_a_correct_verdict_has_no_speedup_is_its_cause():
     assert no_speedup_reason(precision) == f"no speed-up: {precision['speedup_withheld']}"
     assert no_speedup_reason({"correct": True}) == "no speed-up: the candidate was not timed"
     assert no_speedup_reason({"correct": True, "speedup_vs_eager": 1.2}) is None
+    assert no_speedup_reason({"correct": True, "speedup_vs_eager": 1.2, "compile_speedup_withheld": "it moved"}) == \
+        "no speed-up vs torch.compile: it moved"
     assert no_speedup_reason({"correct": False, "notes": [f"no speedup is claimed: {DRIFT}"]}) is None
 
 

@@ -215,8 +215,11 @@ UNSTABLE = "the timing was not stable enough to claim a speedup"
 def no_speedup_reason(verdict: dict) -> str | None:
     """Why a correct verdict carries no speed-up, from the verdict's own words (None: it has one,
     or is not correct). An unstable timing is named by its cause, which the judge notes."""
-    if not verdict.get("correct") or verdict.get("speedup_vs_eager") is not None:
+    if not verdict.get("correct"):
         return None
+    if verdict.get("speedup_vs_eager") is not None:  # paid over eager; over torch.compile perhaps not
+        compile_reason = verdict.get("compile_speedup_withheld")
+        return f"no speed-up vs torch.compile: {compile_reason}" if compile_reason else None
     causes = [note[len(NOT_CLAIMED):] for note in verdict.get("notes") or [] if note.startswith(NOT_CLAIMED)]
     withheld = [part for part in (verdict.get("speedup_withheld") or "").split("; ") if part]
     if causes:

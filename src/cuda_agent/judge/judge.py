@@ -56,7 +56,7 @@ from .sandbox import CompileSandbox, unreachable_for_others
 from .seccomp import SeccompUnavailable, compiled_filter
 from .timing import for_backend
 from .toolchain import Toolchain, detect_toolchain
-from .verdict import Verdict, render_feedback, speedup_withheld
+from .verdict import Verdict, compile_speedup_withheld, render_feedback, speedup_withheld
 from .worker_process import PACKAGE_PARENT, WorkerProcess
 from .run_support import _Stop, _fail, _median, _shared_runs_dir, _smt_siblings, STAGES, Progress
 from .run_timing import RunTiming
@@ -194,14 +194,19 @@ class Judge:
         # nor does it show as a speedup anywhere (the measured ratios stay, as diagnostics).
         if verdict.correct and _median(verdict, "candidate") is not None:
             verdict.speedup_withheld = speedup_withheld(verdict)
+            if not verdict.speedup_withheld:
+                verdict.compile_speedup_withheld = compile_speedup_withheld(verdict)
         if verdict.speedup_withheld:
             verdict.timing_integrity["unpaid_speedups"] = {"eager": verdict.speedup_vs_eager,
                                                            "compile": verdict.speedup_vs_compile}
             verdict.speedup_vs_eager = verdict.speedup_vs_compile = None
+        elif verdict.compile_speedup_withheld:
+            verdict.timing_integrity["unpaid_speedups"] = {"compile": verdict.speedup_vs_compile}
+            verdict.speedup_vs_compile = None
         candidate = _median(verdict, "candidate") if not verdict.speedup_withheld else None
-        verdict.reward = milestone_reward(verdict.correct, candidate, _median(verdict, "eager"),
-                                          _median(verdict, "compile"), cfg.margin)
-        verdict.reward_continuous = continuous_reward(verdict.correct, candidate, _median(verdict, "compile"))
+        compile_ms = None if verdict.compile_speedup_withheld else _median(verdict, "compile")
+        verdict.reward = milestone_reward(verdict.correct, candidate, _median(verdict, "eager"), compile_ms, cfg.margin)
+        verdict.reward_continuous = continuous_reward(verdict.correct, candidate, compile_ms)
         if stage == "compile" and verdict.status == "ok":
             verdict.feedback = "compiled successfully (not yet verified)" if solution.layout == "workspace" else \
                 NOT_BUILT_AT_COMPILE

@@ -40,6 +40,8 @@ class Verdict:
     speedup_vs_eager: float | None = None     # paid speedups only: None where ``speedup_withheld`` says why
     speedup_vs_compile: float | None = None
     speedup_withheld: str | None = None       # why a correct, timed candidate is paid no speedup
+    # why one paid a speedup over eager is paid none over torch.compile (its baseline unsettled)
+    compile_speedup_withheld: str | None = None
     timings: dict[str, TimingStats | None] = field(
         default_factory=lambda: {"candidate": None, "eager": None, "compile": None})
     violations: list[Violation] = field(default_factory=list)
@@ -108,10 +110,11 @@ def timing_setting(v: Verdict, name: str) -> float | None:
     return value if value else BACKEND_DEFAULTS.get(name, {}).get(v.backend)
 
 
-def _unsettled_baselines(v: Verdict) -> list[str]:
+def _unsettled_baselines(v: Verdict) -> dict[str, str]:
+    """Why each baseline that did not settle backs no speedup, by mode."""
     tolerance, precision = timing_setting(v, "baseline_tolerance"), timing_setting(v, "precision")
-    return [unsettled_reason(label, stats, tolerance, precision) for mode, label in BASELINES.items()
-            if (stats := v.timings.get(mode)) is not None and stats.stable is False]
+    return {mode: unsettled_reason(label, stats, tolerance, precision) for mode, label in BASELINES.items()
+            if (stats := v.timings.get(mode)) is not None and stats.stable is False}
 
 
 def speedup_withheld(v: Verdict) -> str | None:
@@ -124,14 +127,23 @@ def speedup_withheld(v: Verdict) -> str | None:
     if v.timing_integrity.get("stable") is False:
         reasons.append("the timing was not stable enough to claim a speedup")  # its cause is in the notes
     # A speedup over a baseline whose sessions did not settle would depend on which run one got.
-    if unsettled := _unsettled_baselines(v):
-        reasons.append(f"{'; '.join(unsettled)} ({QUIETER})")
+    # Eager is the first rung: without it no milestone stands (torch.compile's alone: see below).
+    unsettled = _unsettled_baselines(v)
+    if "eager" in unsettled:
+        reasons.append(f"{'; '.join(unsettled.values())} ({QUIETER})")
     if v.precision.get("reduced"):
         reasons.append(f"computed in less precision than the task's {v.precision.get('dtype', 'dtype')}, "
                        "so no speedup is paid")
     elif v.precision.get("unmeasured"):
         reasons.append("its precision could not be measured, so no speedup is paid")
     return "; ".join(reasons) or None
+
+
+def compile_speedup_withheld(v: Verdict) -> str | None:
+    """Why a verdict paid its speedup over eager is paid none over torch.compile: that baseline's
+    sessions did not settle (None: it pays what it measured). Only where ``speedup_withheld`` is None."""
+    reason = _unsettled_baselines(v).get("compile")
+    return f"{reason} ({QUIETER})" if reason else None
 
 
 def _ms(stats: TimingStats | None) -> str:
@@ -190,6 +202,9 @@ def render_feedback(v: Verdict) -> str:
                        1: "correct, but not more than 5% faster than eager"}
             if v.speedup_withheld:
                 meaning[1] = f"correct, but {v.speedup_withheld}"
+            if v.compile_speedup_withheld:
+                meaning[2] = (f"more than 5% faster than eager; no speedup over torch.compile is claimed, as "
+                              f"{v.compile_speedup_withheld}")
             lines.append(f"reward {v.reward}: {meaning[v.reward]}")
             lines += render_roofline(v.roofline)
     if v.violations and v.status != "forbidden":
