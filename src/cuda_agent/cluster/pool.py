@@ -66,6 +66,8 @@ def settle_pool(pool: Any, config: JudgeConfig | None, max_concurrent: int | Non
     pool.cache_dir.mkdir(parents=True, exist_ok=True)
 
 
+MESSAGES_WAIT_S = 5.0  # how long a run's result waits for the last of its progress messages
+
 _judge: Any = None  # the Judge of a pool process
 _messages: Any = None  # where a pool process sends its judges' progress messages (LocalJudgePool)
 
@@ -108,21 +110,25 @@ def start_hosted_judge(config: JudgeConfig, processes: int, watch_parent: bool =
     _start_judge(config, processes)
 
 
-def _relaying(tag: int | None):
-    """The judge's progress messages of one run, sent to the pool's listener ``tag`` (if any)."""
+def _relayed(tag: int | None, method: str, *args: Any) -> Any:
+    """Run the judge's ``method``, its progress messages sent to the pool's listener ``tag`` (if
+    any), then None: the mark, behind every message in the same queue, that the run has ended."""
     if tag is None or _messages is None:
-        return lambda message: None
-    return lambda message: _messages.put((tag, message))
+        _judge.progress = lambda message: None
+        return getattr(_judge, method)(*args)
+    _judge.progress = lambda message: _messages.put((tag, message))
+    try:
+        return getattr(_judge, method)(*args)
+    finally:
+        _messages.put((tag, None))
 
 
 def _evaluate(task: Task, solution: Solution, stage: str, tag: int | None = None) -> Verdict:
-    _judge.progress = _relaying(tag)
-    return _judge.evaluate(task, solution, stage)
+    return _relayed(tag, "evaluate", task, solution, stage)
 
 
 def _check_reference(task: Task, tag: int | None = None) -> ReferenceReport:
-    _judge.progress = _relaying(tag)
-    return _judge.check_reference(task)
+    return _relayed(tag, "check_reference", task)
 
 
 class LocalJudgePool:
@@ -139,7 +145,7 @@ class LocalJudgePool:
         self._lock = threading.Lock()
         context = multiprocessing.get_context("spawn")
         self._messages = context.Queue()  # given to each pool process as it starts
-        self._listeners: dict[int, Callable[[str], None]] = {}
+        self._listeners: dict[int, tuple[Callable[[str], None], threading.Event]] = {}
         self._next_tag = 0
         self._reader = threading.Thread(target=self._deliver, daemon=True, name="judge-pool-progress")
         self._reader.start()
@@ -155,12 +161,16 @@ class LocalJudgePool:
     def _deliver(self) -> None:
         while (item := self._messages.get()) is not None:
             tag, message = item
-            listener = self._listeners.get(tag)
-            if listener is not None:
-                try:
-                    listener(message)
-                except Exception:  # a display's failure must not stop the messages of other runs
-                    pass
+            listener, ended = self._listeners.get(tag, (None, None))
+            if listener is None:
+                continue
+            if message is None:
+                ended.set()
+                continue
+            try:
+                listener(message)
+            except Exception:  # a display's failure must not stop the messages of other runs
+                pass
 
     async def _with_progress(self, fn: Callable[..., Any], progress: Callable[[str], None] | None,
                              *args: Any) -> Any:
@@ -168,9 +178,14 @@ class LocalJudgePool:
             return await self._submit(fn, *args)
         with self._lock:
             tag, self._next_tag = self._next_tag, self._next_tag + 1
-        self._listeners[tag] = progress
+        ended = threading.Event()
+        self._listeners[tag] = (progress, ended)
         try:
-            return await self._submit(fn, *args, tag)
+            result = await self._submit(fn, *args, tag)
+            # The result comes back by another way than the messages: let the last of them in first
+            # (bounded: a pool process that died sends no mark).
+            await asyncio.to_thread(ended.wait, MESSAGES_WAIT_S)
+            return result
         finally:
             self._listeners.pop(tag, None)
 
