@@ -212,6 +212,19 @@ DRIFT = ("the reference took 0.11x its eager baseline while the candidate was ti
          "the state the baseline was measured in")
 
 
+def test_imported_baselines_pay_no_speedup_the_judge_withheld():
+    from cuda_agent.bench.assemble import _rebased
+
+    imported = {"eager": {"level1/1_X.py": {"mean": 10.0}}, "compile": {"level1/1_X.py": {"mean": 8.0}}}
+    paid = {"correct": True, "candidate_ms": 2.0, "speedup_vs_eager": 1.5, "speedup_vs_compile": 1.2}
+    assert _rebased(paid, imported, "level1/1_X.py")["speedup_vs_eager"] == 5.0
+    withheld = {"correct": True, "candidate_ms": 2.0, "speedup_vs_eager": None, "speedup_vs_compile": None,
+                "no_speedup": "no speed-up: computed in less precision than the task's float32"}
+    rebased = _rebased(withheld, imported, "level1/1_X.py")
+    assert rebased["speedup_vs_eager"] is None and rebased["speedup_vs_compile"] is None
+    assert rebased["no_speedup"] == withheld["no_speedup"]
+
+
 def test_why_a_correct_verdict_has_no_speedup_is_its_cause():
     unstable = {"correct": True, "speedup_vs_eager": None,
                 "speedup_withheld": "the timing was not stable enough to claim a speedup",

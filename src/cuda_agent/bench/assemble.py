@@ -76,12 +76,17 @@ def _imported_mismatch(reference: dict, imported: dict[str, dict[str, dict]], ke
 
 
 def _rebased(record: dict, imported: dict[str, dict[str, dict]], key: str) -> dict:
-    """Speed-ups against imported baselines (KernelBench's means) instead of the judge's medians."""
+    """Speed-ups against imported baselines (KernelBench's means) instead of the judge's medians.
+    A candidate the judge timed and paid nothing over eager had its own time disbelieved (unstable,
+    or bought with precision): no imported baseline pays it either."""
     record = dict(record)
+    withheld = bool(record.get("correct") and record.get("candidate_ms") and record.get("speedup_vs_eager") is None)
     for mode in ("eager", "compile"):
         record[f"measured_speedup_vs_{mode}"] = record.get(f"speedup_vs_{mode}")
         entry = imported.get(mode, {}).get(key)
         candidate = record.get("candidate_ms")
+        if withheld:
+            continue
         if record.get("correct") and candidate and entry:
             record[f"speedup_vs_{mode}"] = entry["mean"] / candidate
             record[f"{mode}_ms"] = entry["mean"]
