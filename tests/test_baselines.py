@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 from collections.abc import Iterator
 
 import pytest
 
+from cuda_agent.judge import baselines as baselines_module
 from cuda_agent.judge.baselines import (BaselineCache, BaselineKey, baseline_stats, settled,
                                         unsettled_reason)
 from cuda_agent.judge.judge import Judge
@@ -104,21 +106,25 @@ def test_the_reason_names_what_did_not_settle_and_by_how_much():
 
 
 @pytest.mark.slow
-def test_a_real_judge_re_times_a_baseline_that_did_not_settle(judge_config, task, fixture_solution, tmp_path):
-    # Baseline sessions asked to know their medians to a billionth never settle: each judge times
-    # its two sessions, pays no speedup over them and says why, and the next judge times them again.
+def test_a_real_judge_re_times_a_baseline_that_did_not_settle(judge_config, task, fixture_solution, tmp_path,
+                                                              monkeypatch):
+    # Baseline sessions asked to know their medians to a billionth never settle: a judge times its
+    # two sessions, pays no speedup over them and says why; a judge soon after uses them as they
+    # are (still no speedup); one after RETIME_UNSETTLED_AFTER_S times them again.
     timing = dataclasses.replace(judge_config().timing, precision=1e-9, baseline_sessions=1,
                                  max_baseline_sessions=2)
     judge = Judge(judge_config(timing=timing))
     path = tmp_path / "scale_bias_relu_unsettled.py"
-    path.write_text(task.source + "\n# variant for the unsettled baseline test\n")
+    path.write_text(task.source + f"\n# variant for the unsettled baseline test: {uuid.uuid4()}\n")
     variant = load_task(path)
-    first, second = (judge.judge(variant, fixture_solution("cpu/correct")) for _ in range(2))
-    for verdict in (first, second):
+    first, soon = (judge.judge(variant, fixture_solution("cpu/correct")) for _ in range(2))
+    monkeypatch.setattr(baselines_module, "RETIME_UNSETTLED_AFTER_S", 0.0)
+    second = judge.judge(variant, fixture_solution("cpu/correct"))
+    for verdict, source in ((first, "measured"), (soon, "cache"), (second, "measured")):
         assert verdict.status == "ok" and verdict.correct, verdict.feedback
         for mode in ("eager", "compile"):
             stats = verdict.timings[mode]
-            assert stats.source == "measured" and stats.stable is False and len(stats.sessions_ms) == 2
+            assert stats.source == source and stats.stable is False and len(stats.sessions_ms) == 2
         assert verdict.reward == 1 and verdict.speedup_vs_eager is None and verdict.speedup_vs_compile is None
         assert "the eager baseline is unsettled" in verdict.speedup_withheld
         assert "the torch.compile baseline is unsettled" in verdict.speedup_withheld

@@ -5,8 +5,9 @@ timed in several fresh processes, because a process's level can differ from the 
 it is settled once each session's median is known to the timing's precision and their medians
 agree: from then on every solution of the task is compared with the same baseline. A baseline
 that has not settled when the most sessions there may be are taken is unsettled: the verdict
-claims no speedup over it and says why, and its cache entry is no baseline: the next judge that
-needs it times it again from the start, rather than building on sessions that could not agree.
+claims no speedup over it and says why. Judges in the next ``RETIME_UNSETTLED_AFTER_S`` use it as
+it is (no speedup over it either); the first after that times it again from the start, rather
+than building on sessions that could not agree.
 Entries are JSON files written atomically, one session at a time; the candidate process never has
 a path to them. Judges that need the same baseline at once (the first rollouts of a task in RL)
 take turns on a lock per baseline: one times it, the others then read it.
@@ -43,6 +44,10 @@ class BaselineKey:
 
 
 CACHED = "cache"   # the source of a session read from the cache, and of a baseline taken from it
+# An unsettled baseline timed this recently is used as it is (no speedup over it) rather than
+# timed again: judges of one task at once, or a rerun minutes later, would otherwise each time it
+# anew on a machine too noisy to settle it, and get verdicts that differ by which run they got.
+RETIME_UNSETTLED_AFTER_S = 600.0
 
 
 def current(sessions: list[TimingStats]) -> list[TimingStats]:
@@ -129,6 +134,18 @@ class BaselineCache:
         for session in sessions:
             session.source = CACHED
         return sessions
+
+    def age_s(self, key: BaselineKey, mode: str) -> float | None:
+        """Seconds since this baseline's entry was last written (None: there is none)."""
+        try:
+            return max(0.0, time.time() - self._path(key, mode).stat().st_mtime)
+        except OSError:
+            return None
+
+    def recently_timed(self, key: BaselineKey, mode: str) -> bool:
+        """Whether the entry is younger than ``RETIME_UNSETTLED_AFTER_S``: used as it is, settled or not."""
+        age = self.age_s(key, mode)
+        return age is not None and age < RETIME_UNSETTLED_AFTER_S
 
     @contextmanager
     def turn(self, key: BaselineKey, mode: str, waiting: Callable[[], None]) -> Iterator[None]:

@@ -260,8 +260,10 @@ class RunTiming:
             with turn:  # read after the turn: what the judge before it timed
                 sessions = self.judge.baselines.get(key, mode) if cfg.use_baseline_cache else []
                 fresh = 0
-                while not settled(sessions, t.baseline_tolerance, t.baseline_sessions, t.max_baseline_sessions,
-                                  t.precision):
+                # an unsettled baseline timed minutes ago stands as it is: no speedup over it
+                reuse = bool(sessions) and self.judge.baselines.recently_timed(key, mode)
+                while not reuse and not settled(sessions, t.baseline_tolerance, t.baseline_sessions,
+                                                t.max_baseline_sessions, t.precision):
                     (worker,) = self.start_workers(("reference", mode))
                     self._call(worker, "init_model", cfg.call_timeout_s,
                                {"weight_seed": self.weight_seed, "return_state": False})
