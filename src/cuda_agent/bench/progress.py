@@ -8,14 +8,12 @@ a pool that does not (Ray's), a job's line names its problem and kind only, with
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..render import judge_stage
-
-Message = Callable[[str], None]
 
 STAGE_WORDS = {"build": "building", "verify": "verifying", "time": "timing"}
 

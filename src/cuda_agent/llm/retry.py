@@ -181,22 +181,23 @@ async def send_translated(send: Callable[[], Awaitable[T]], sdk: Any, *, provide
         raise TransientError(f"could not connect ({_root_cause(exc)})", unreachable=_unreachable(exc)) from exc
 
 
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what raised it, down to the first cause."""
+    chain = [exc]
+    while (exc := exc.__cause__ or exc.__context__) is not None:
+        chain.append(exc)
+    return chain
+
+
 def _root_cause(exc: BaseException) -> BaseException:
-    while exc.__cause__ is not None or exc.__context__ is not None:
-        exc = exc.__cause__ or exc.__context__
-    return exc
+    return _causes(exc)[-1]
 
 
 def _unreachable(exc: BaseException) -> bool:
     """A connection refused, or a host name that does not resolve, anywhere in ``exc``'s causes."""
     import socket
 
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, (ConnectionRefusedError, socket.gaierror)):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    return any(isinstance(e, (ConnectionRefusedError, socket.gaierror)) for e in _causes(exc))
 
 
 class SdkClient:
