@@ -86,6 +86,8 @@ def test_bad_paths_and_counts_are_named_at_once(tmp_path, judge_cache):
     synth = cli("synth", "-n", "0", "--out", str(tmp_path / "data"), cache=judge_cache, timeout=60)
     assert synth.returncode == 2 and "-n must be at least 1" in synth.stderr
     assert not (tmp_path / "data" / "seeds.json").exists()  # refused before crawling the seeds
+    short = cli("judge", str(TASK), str(CORRECT), "--device", "cpu", "--timing-seconds", "0", cache=judge_cache, timeout=60)
+    assert short.returncode == 2 and "--timing-seconds must be more than 0" in short.stderr, short.stderr
 
 
 def test_version_and_help_texts(judge_cache):
@@ -98,7 +100,8 @@ def test_version_and_help_texts(judge_cache):
 
 @pytest.mark.slow
 def test_judge_json_is_last_on_stdout_and_exit_code_follows_correctness(judge_cache):
-    ok = cli("judge", str(TASK), str(CORRECT), "--device", "cpu", "--json", cache=judge_cache)
+    # Short timing sessions: what is tested is the output, not the time
+    ok = cli("judge", str(TASK), str(CORRECT), "--device", "cpu", "--json", "--timing-seconds", "0.2", cache=judge_cache)
     assert ok.returncode == 0, ok.stderr
     verdict = json.loads(ok.stdout)  # nothing but the JSON on stdout
     assert verdict["status"] == "ok" and verdict["correct"] is True

@@ -43,6 +43,7 @@ def _main(show_version: bool = typer.Option(False, "--version", callback=_versio
 
 
 # The judge's settings the commands' flags set, for naming the flag when a value is refused.
+TimingSecondsOpt = typer.Option(None, "--timing-seconds", help="Target length of each timing session, in seconds (default 2; shorter is faster and less steady, as on a CPU).")
 FLAGS = {"num_checks": "--checks", "atol": "--atol", "rtol": "--rtol", "target_seconds": "--timing-seconds"}
 
 
@@ -96,13 +97,14 @@ def judge(
     atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance (default 1e-2)."),
     rtol: Optional[float] = typer.Option(None, "--rtol", help="Relative tolerance (default 1e-2)."),
     no_baseline_cache: bool = typer.Option(False, "--no-baseline-cache", help="Re-time eager and torch.compile."),
+    timing_seconds: Optional[float] = TimingSecondsOpt,
     cache_dir: Optional[Path] = CacheOpt,
 ) -> None:
     """Build, verify and time SOLUTION against TASK; print the verdict. Exit 0 only when correct."""
     from .solution import load_solution
     from .task import load_task
 
-    config = _config(device, cache_dir, num_checks=checks, atol=atol, rtol=rtol,
+    config = _config(device, cache_dir, timing_seconds, num_checks=checks, atol=atol, rtol=rtol,
                      use_baseline_cache=False if no_baseline_cache else None)
     raise typer.Exit(_run(load_task(task), load_solution(solution), "profile", config, as_json))
 
@@ -247,7 +249,7 @@ def bench(
     label: Optional[str] = typer.Option(None, "--label", help="Our row's name in the report (default: the solutions folder or model)."),
     gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs to use (default: all visible)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", help="Evaluations at once per GPU (default: cores / 2 / GPUs; 1 on the CPU)."),
-    timing_seconds: Optional[float] = typer.Option(None, "--timing-seconds", help="Target length of each timing session (default 1 s)."),
+    timing_seconds: Optional[float] = TimingSecondsOpt,
     exclusive_timing: bool = typer.Option(False, "--exclusive-timing", help="Other evaluations' checks wait while one is timed on its GPU (steadier times under load, fewer a minute)."),
     min_baseline_ms: float = typer.Option(0.1, "--min-baseline-ms", help="Eager times below this are flagged too fast to time."),
     baselines: Optional[Path] = typer.Option(None, "--baselines", help="Import baselines from a KernelBench results/timing/HW folder."),

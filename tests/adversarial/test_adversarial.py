@@ -166,6 +166,20 @@ def _summary(v: Verdict) -> str:
     return f"status {v.status}, reward {v.reward}, rules {rules}\n{v.feedback}"
 
 
+TIMED_CPU_CASES = [c for c in ALL_CASES if c.stage == "profile" and c.backend == "cpu"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in TIMED_CPU_CASES])
+def test_a_case_caught_by_its_timing_builds(case: Case, judges):
+    # Built beside the other tests: the test that judges it on its timing runs alone (marked
+    # timing), where a build's compile would keep every core waiting; it then finds the build cached.
+    verdict = judges(case).evaluate(load_task(case.task_path), load_solution(case.solution_path), stage="compile")
+    assert verdict.status == "ok", _summary(verdict)
+    if case.solution_path.is_dir():  # a single-file solution's load_inline is built when it is imported
+        assert verdict.build["objects_total"] > 0, verdict.build
+
+
 PREPARE_STEP_CASES = ("b16_forged_timing_reply_runtime",)  # the judge finds them on the next prepare step
 
 

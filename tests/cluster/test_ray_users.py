@@ -4,6 +4,7 @@ each with the outcomes its local pool gives."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -36,14 +37,20 @@ def test_bench_on_ray_gives_each_problem_its_outcome(tmp_path, judge_config):
         run_benchmark(BenchOptions(**{**options.__dict__, "gpus": 2}))
 
 
-def test_the_training_reward_scores_through_ray(judge_cache):
+def test_the_training_reward_scores_through_ray(judge_cache, judge_config):
     from cuda_agent.train.demo import family
     from cuda_agent.train.pools import make_judge_pool
     from cuda_agent.train.reward import JudgeReward
 
     task = family.tasks()[0]
-    with make_judge_pool({"backend": "cpu", "pool": "ray", "concurrency": 2, "cache_dir": judge_cache}) as pool:
+    # The suite's short timing sessions, through the settings a training config passes: the default
+    # sessions kept timing a baseline that a loaded machine could not settle (170 s in CI).
+    short = judge_config().timing
+    timing = {f.name: getattr(short, f.name) for f in dataclasses.fields(short)}
+    with make_judge_pool({"backend": "cpu", "pool": "ray", "concurrency": 2, "cache_dir": judge_cache,
+                          "timing": timing}) as pool:
         assert type(pool).__name__ == "RayJudgePool" and pool.max_concurrent == 2
+        assert pool.config.timing == short
         reward = JudgeReward(pool, concurrency=2, timeout_s=600)
         good = "\n\n".join(f"{path}\n```cpp\n{text}```" for path, text in family.solution_files("fast").items())
         results = asyncio.run(reward.score_many([good, "no code here"], [task, task]))

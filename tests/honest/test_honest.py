@@ -86,6 +86,18 @@ def test_kernels_have_no_try_catch_or_token_pasting(name):
 
 
 # -- the CPU cases, judged end to end ------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("name", CPU_CASES)
+def test_cpu_case_builds(name, cpu_judge):
+    # Built beside the other tests: the end-to-end judge below runs alone (marked timing), where a
+    # build's compile would keep every core waiting; it then finds the build cached.
+    task, solution = _load(name)
+    verdict = cpu_judge.evaluate(task, solution, stage="compile")
+    assert verdict.status == "ok" and verdict.violations == [], verdict.feedback
+    assert verdict.build["objects_total"] > 0
+
+
+
 # Marked timing: the verdict is "ok" only where the timing checks believe the candidate's time,
 # and under a parallel run's load an honest candidate's untimed steps can stray beyond what the
 # reference's beside them allow (a loaded two-core machine refused one case in ten this way).

@@ -7,7 +7,9 @@ import json
 
 import pytest
 
+from cuda_agent.judge.config import TimingConfig
 from cuda_agent.train.demo import family
+from cuda_agent.train.extras import TrainError
 from cuda_agent.train.replies import ReplyFormatError, solution_from_reply
 from cuda_agent.train.reward import JudgeReward
 
@@ -147,3 +149,18 @@ def test_the_reward_pool_takes_the_judge_settings_it_names(tmp_path):
         assert pool.config.exclusive_timing and pool.config.cache_dir == tmp_path.absolute()
     with make_judge_pool({"backend": "cpu", "cache_dir": tmp_path, "concurrency": 1}) as pool:
         assert not pool.config.exclusive_timing
+    with make_judge_pool({"backend": "cpu", "cache_dir": tmp_path, "concurrency": 1,
+                          "timing": {"target_seconds": 0.2, "max_calls": 10}}) as pool:
+        assert pool.config.timing.target_seconds == 0.2 and pool.config.timing.max_calls == 10
+        assert pool.config.timing.min_calls == TimingConfig().min_calls  # the rest as the default
+
+
+def test_a_bad_timing_setting_is_named_before_any_pool_starts(tmp_path):
+    from cuda_agent.train.pools import make_judge_pool
+
+    with pytest.raises(TrainError, match="no field seconds; it takes .*target_seconds"):
+        make_judge_pool({"backend": "cpu", "cache_dir": tmp_path, "timing": {"seconds": 1}})
+    with pytest.raises(TrainError, match="timing setting target_seconds"):
+        make_judge_pool({"backend": "cpu", "cache_dir": tmp_path, "timing": {"target_seconds": -1}})
+    with pytest.raises(TrainError, match="a mapping of TimingConfig fields"):
+        make_judge_pool({"backend": "cpu", "cache_dir": tmp_path, "timing": 0.2})

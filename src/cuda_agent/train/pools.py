@@ -11,6 +11,7 @@ this, an abandoned run would keep judging in the background while the next one s
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import multiprocessing
 import threading
@@ -18,7 +19,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..cluster.pool import _check_reference, _evaluate, settle_pool, start_hosted_judge
-from ..judge.config import JudgeConfig
+from ..errors import ConfigError
+from ..judge.config import JudgeConfig, TimingConfig
 from .extras import TrainError
 
 
@@ -82,11 +84,14 @@ def make_judge_pool(settings: dict[str, Any] | None) -> Any:
     """``settings``: backend (cuda or cpu; default: cuda where a GPU is visible), cache_dir,
     concurrency (judge runs at once; with the Ray pool, per GPU), pool (local, the default, or
     ray), ray_address and ray_resource (``cluster.ray_pool.RayJudgePool``), exclusive_timing
-    (``JudgeConfig.exclusive_timing``)."""
+    (``JudgeConfig.exclusive_timing``), timing (``TimingConfig``'s fields, e.g. shorter sessions
+    where the judge runs on CPUs: ``{"target_seconds": 0.2}``)."""
     settings = dict(settings or {})
-    extra = {"cache_dir": Path(settings["cache_dir"])} if settings.get("cache_dir") else {}
+    extra: dict[str, Any] = {"cache_dir": Path(settings["cache_dir"])} if settings.get("cache_dir") else {}
     if settings.get("exclusive_timing"):
         extra["exclusive_timing"] = True
+    if settings.get("timing"):
+        extra["timing"] = timing_config(settings["timing"])
     config = JudgeConfig(backend=settings.get("backend"), **extra)
     kind = settings.get("pool") or "local"
     if kind == "ray":
@@ -97,6 +102,20 @@ def make_judge_pool(settings: dict[str, Any] | None) -> Any:
     if kind != "local" or settings.get("ray_address"):
         raise TrainError(f"the judge pool is local or ray (and a Ray address needs the ray pool); got {kind!r}")
     return TrainJudgePool(config, settings.get("concurrency"))
+
+
+def timing_config(fields: dict[str, Any]) -> TimingConfig:
+    """The judge's ``TimingConfig`` from the settings' ``timing`` mapping, with its errors named."""
+    if not isinstance(fields, dict):
+        raise TrainError(f"the judge's timing setting is a mapping of TimingConfig fields; got {fields!r}")
+    known = {f.name for f in dataclasses.fields(TimingConfig)}
+    if unknown := sorted(set(fields) - known):
+        raise TrainError(f"the judge's timing setting has no field {', '.join(unknown)}; "
+                         f"it takes {', '.join(sorted(known))}")
+    try:
+        return TimingConfig(**fields)
+    except ConfigError as exc:
+        raise TrainError(f"the judge's timing setting {exc.setting} {exc.detail}") from None
 
 
 _pools: dict[str, Any] = {}

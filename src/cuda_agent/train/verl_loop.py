@@ -18,7 +18,7 @@ Every trajectory is written exactly (messages, token ids, mask, log-probabilitie
 verdicts, the reward) to ``trajectory_dir`` as one JSON line, for rejection fine-tuning.
 
 Extra settings come from the agent-loop config file that registers this class (hydra passes
-them to ``__init__``): ``judge`` (backend, concurrency, cache_dir, timing_seconds),
+them to ``__init__``): ``judge`` (backend, concurrency, cache_dir, timing: ``train.pools.make_judge_pool``),
 ``trajectory_dir``, ``workspace_root``, ``max_tool_chars``, ``run_id`` (the collect stage's run,
 logged with each trajectory so that a rerun's trajectories replace this run's in RFT).
 """

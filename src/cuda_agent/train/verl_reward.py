@@ -21,7 +21,7 @@ from .rows import task_of_row
 
 _rewards: dict[str, JudgeReward] = {}
 _lock = threading.Lock()
-POOL_KEYS = ("backend", "cache_dir", "concurrency", "pool", "ray_address", "ray_resource")
+POOL_KEYS = ("backend", "cache_dir", "concurrency", "pool", "ray_address", "ray_resource", "timing")
 
 
 def shared_reward(options: dict[str, Any]) -> JudgeReward:
