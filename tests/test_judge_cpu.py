@@ -414,6 +414,8 @@ def test_a_time_the_judge_cannot_pin_down_claims_no_speedup(judge_config, task, 
     assert v.timing_integrity["stable"] is False
     assert any("no speedup is claimed" in note and "too noisy" in note for note in v.notes)
     assert "not stable enough to claim a speedup" in v.feedback
+    unpaid = v.timing_integrity["unpaid_speedups"]  # what was measured, kept aside
+    assert unpaid["eager"] == pytest.approx(v.timings["eager"].median_ms / v.timings["candidate"].median_ms)
 
 
 # -- attacks on the timing ------------------------------------------------------------------------
