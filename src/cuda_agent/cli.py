@@ -20,6 +20,7 @@ out = Console()
 DeviceOpt = typer.Option(None, "--device", "-d", help="Backend: cuda or cpu (default: cuda when a GPU is visible).")
 JsonOpt = typer.Option(False, "--json", help="Print the verdict as JSON, as the last thing on stdout.")
 CacheOpt = typer.Option(None, "--cache-dir", help="Build and baseline cache (default: ~/.cache/cuda-agent).")
+TimingSecondsOpt = typer.Option(None, "--timing-seconds", help="Target length of each timing session, in seconds (default 2; shorter is faster and less steady, as on a CPU).")
 PoolOpt = typer.Option("local", "--pool", help="Where judges run: local (processes on this machine) or ray (every GPU of a Ray cluster; pip install 'cuda-agent\\[ray]').")
 RayAddressOpt = typer.Option(None, "--ray-address", help="With --pool ray: the cluster's HOST:PORT, or auto (default: start a Ray instance on this machine).")
 
@@ -43,7 +44,6 @@ def _main(show_version: bool = typer.Option(False, "--version", callback=_versio
 
 
 # The judge's settings the commands' flags set, for naming the flag when a value is refused.
-TimingSecondsOpt = typer.Option(None, "--timing-seconds", help="Target length of each timing session, in seconds (default 2; shorter is faster and less steady, as on a CPU).")
 FLAGS = {"num_checks": "--checks", "atol": "--atol", "rtol": "--rtol", "target_seconds": "--timing-seconds"}
 
 

@@ -46,9 +46,8 @@ def test_the_training_reward_scores_through_ray(judge_cache, judge_config):
     # The suite's short timing sessions, through the settings a training config passes: the default
     # sessions kept timing a baseline that a loaded machine could not settle (170 s in CI).
     short = judge_config().timing
-    timing = {f.name: getattr(short, f.name) for f in dataclasses.fields(short)}
     with make_judge_pool({"backend": "cpu", "pool": "ray", "concurrency": 2, "cache_dir": judge_cache,
-                          "timing": timing}) as pool:
+                          "timing": dataclasses.asdict(short)}) as pool:
         assert type(pool).__name__ == "RayJudgePool" and pool.max_concurrent == 2
         assert pool.config.timing == short
         reward = JudgeReward(pool, concurrency=2, timeout_s=600)

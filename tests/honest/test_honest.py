@@ -97,7 +97,6 @@ def test_cpu_case_builds(name, cpu_judge):
     assert verdict.build["objects_total"] > 0
 
 
-
 # Marked timing: the verdict is "ok" only where the timing checks believe the candidate's time,
 # and under a parallel run's load an honest candidate's untimed steps can stray beyond what the
 # reference's beside them allow (a loaded two-core machine refused one case in ten this way).
