@@ -411,6 +411,7 @@ def mcp_server(
     tasks_from: Optional[list[Path]] = typer.Option(None, "--tasks-from", help="A folder open_task may take task files and datasets from (repeatable). Default: any the server can read over stdio; none over --http, where anyone reaching the port could make the server run a file's code."),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Judge runs at once, shared by every session (default: cores / 2, at least 2)."),
     device: Optional[str] = DeviceOpt,
+    timing_seconds: Optional[float] = TimingSecondsOpt,
     cache_dir: Optional[Path] = CacheOpt,
 ) -> None:
     """Serve the sandbox to coding agents over MCP: open a task, work on its files, compile, verify, profile, judge."""
@@ -434,7 +435,7 @@ def mcp_server(
         kernelbench = levels_root(kernelbench).resolve()  # a wrong path fails now, not at the first open_task
     # Clients and supervisors stop a server with SIGTERM: unwind, so the judge pool shuts down too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    with make_pool("local", _config(device, cache_dir), concurrency) as pool:
+    with make_pool("local", _config(device, cache_dir, timing_seconds), concurrency) as pool:
         task_dirs = [p.resolve() for p in tasks_from] if tasks_from else ([] if http is not None else None)
         store = SessionStore(root or default_root(), pool, probe_device(pool.backend), kernelbench, task_dirs)
         server = build_server(store)

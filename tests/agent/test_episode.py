@@ -68,7 +68,9 @@ def test_openai_episode_writes_compiles_fixes_verifies_profiles_and_exports(run_
     assert compiles[1]["verdict"]["status"] == "ok"
     assert by_name(events, "verify")[0]["verdict"]["correct"] is True
     profile = by_name(events, "profile")[0]["verdict"]
-    assert profile["correct"] and profile["speedup_vs_compile"] > 0
+    # Under load the judge may not believe the time and keep its measured ratio aside, unpaid.
+    unpaid = profile["timing_integrity"].get("unpaid_speedups", {})
+    assert profile["correct"] and (profile["speedup_vs_compile"] or unpaid["compile"]) > 0
 
     # The malformed calls came back as errors the model can act on, and the episode went on.
     bad = {e["call"]["name"] + ":" + e["call"]["arguments"][:12]: e for e in events if e["turn"] == 6}
