@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from cuda_agent.errors import ConfigError
 from cuda_agent.judge.config import TimingConfig
 from cuda_agent.judge.process_tree import machine_stall_ms, stalled_fraction
 from cuda_agent.judge.timing import (Session, TimingStats, consistency_problem, integrity_problem, load_excuse,
@@ -160,9 +161,21 @@ def test_timing_config_key_changes_with_every_setting():
             TimingConfig(max_calls=1).key(), TimingConfig(target_seconds=0.5).key(),
             TimingConfig(flush_cache=False).key(), TimingConfig(cpu_threads=4).key(),
             TimingConfig(precision=0.05).key(), TimingConfig(baseline_sessions=3).key(),
-            TimingConfig(max_uncertainty=0.2).key()}
-    assert len(keys) == 10
+            TimingConfig(max_uncertainty=0.2).key(), TimingConfig(flush_bytes=1 << 24).key()}
+    assert len(keys) == 11
     assert TimingConfig().key() == base.key()
+
+
+def test_the_flush_reads_twice_the_cache_or_the_bytes_asked_for():
+    from cuda_agent.judge.worker_main import flush_lengths
+
+    mib = 1 << 20
+    assert flush_lengths({}, 300 * mib) == (600 * mib // 4, 0)
+    assert flush_lengths({"private_cache_bytes": 4 * mib}, 300 * mib) == (600 * mib // 4, 8 * mib // 4)
+    assert flush_lengths({"flush_bytes": 16 * mib, "private_cache_bytes": 4 * mib}, 300 * mib) == (4 * mib, 2 * mib)
+    assert flush_lengths({"flush_bytes": 4 * mib, "private_cache_bytes": 4 * mib}, 300 * mib) == (mib, mib)
+    with pytest.raises(ConfigError, match="flush_bytes"):
+        TimingConfig(flush_bytes=100)
 
 
 def test_several_references_hold_the_candidate_to_the_smallest_overheads():

@@ -39,6 +39,10 @@ class TimingConfig:
     # default, timing.DRIFT_TOLERANCE).
     drift_tolerance: float | None = None
     flush_cache: bool = True          # read 2x the last-level cache before each call
+    # Bytes that flush reads (None: twice the last-level cache, the GPU's L2 on cuda). Fewer
+    # time a warmer cache, sooner: on a CPU whose last-level cache is hundreds of MB, the full
+    # read takes tens of ms before every call, most of a short task's judge.
+    flush_bytes: int | None = None
     # Baselines are timed in this many fresh processes (None: timing.BASELINE_SESSIONS for the
     # backend), and in more, up to the maximum, while a session's median is less precise than
     # ``precision`` or the sessions' medians lie further apart than the tolerance (None:
@@ -56,6 +60,7 @@ class TimingConfig:
         _positive(self, "target_seconds")
         _positive(self, "precision", "max_uncertainty", "drift_tolerance", "baseline_tolerance", optional=True)
         _at_least(self, 1, "baseline_sessions", optional=True)
+        _at_least(self, 4096, "flush_bytes", optional=True)
 
     def key(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]

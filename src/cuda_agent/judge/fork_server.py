@@ -59,6 +59,7 @@ PRELOAD = ("torch", "numpy", "torch.profiler", "torch._dynamo",
 # with a CUDA build: there they start the CUDA driver, and the server's children could not use
 # the GPU.
 CPU_BUILD_PRELOAD = ("torch._inductor.compile_fx",)
+INDUCTOR_CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
 TOKEN_PLACEHOLDER = "0" * len(new_token())
 MESSAGE_BYTES = 1 << 20
 START_TIMEOUT_S = 300.0  # importing torch on a loaded machine
@@ -323,7 +324,7 @@ def serve(control_fd: int) -> None:
                 message = pickle.loads(data)
                 try:
                     if message["request"].compiles:
-                        _preload_compiler()
+                        _preload_compiler(message["request"].env)
                     pid = _fork(message["request"], fds, sock)
                     reply = {"kind": "started", "id": message["id"], "pid": pid}
                 except (OSError, ForkFailed) as exc:
@@ -350,10 +351,15 @@ def serve(control_fd: int) -> None:
 _compiler_preloaded = False
 
 
-def _preload_compiler() -> None:
+def _preload_compiler(env: dict[str, str]) -> None:
     """torch.compile's compiler, imported and its CPU probe made once, when the first worker
     that compiles is asked for (a judge that times no baseline never pays for it), for every
-    later one; only where that cannot start a CUDA driver (CPU_BUILD_PRELOAD)."""
+    later one; only where that cannot start a CUDA driver (CPU_BUILD_PRELOAD).
+
+    The probe compiles a small program per vector instruction set (about 11 s on two cores) into
+    torch.compile's cache: the one the compiling worker uses (``env``), where every later server
+    finds them, not the server's private temporary directory, which made every new server (each
+    process that judges) compile them again. Workers set their own environment after the fork."""
     import importlib
 
     import torch
@@ -362,6 +368,9 @@ def _preload_compiler() -> None:
     if _compiler_preloaded or torch.version.cuda is not None or getattr(torch.version, "hip", None) is not None:
         return
     _compiler_preloaded = True
+    saved = os.environ.get(INDUCTOR_CACHE_VARIABLE)
+    if directory := env.get(INDUCTOR_CACHE_VARIABLE):
+        os.environ[INDUCTOR_CACHE_VARIABLE] = directory
     try:
         for name in CPU_BUILD_PRELOAD:
             importlib.import_module(name)
@@ -370,6 +379,11 @@ def _preload_compiler() -> None:
         cpu_vec_isa.pick_vec_isa()
     except Exception as exc:  # a compile baseline then imports it itself, and says why if it fails
         print(f"fork server: could not preload torch.compile's compiler: {exc}", flush=True)
+    finally:
+        if saved is None:
+            os.environ.pop(INDUCTOR_CACHE_VARIABLE, None)
+        else:
+            os.environ[INDUCTOR_CACHE_VARIABLE] = saved
 
 
 def _why_not_fork_safe() -> str:

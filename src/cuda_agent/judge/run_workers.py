@@ -191,6 +191,7 @@ class RunWorkers:
             self.workers.append(worker)
         setup = {"role": role, "device": self.judge.backend, "mode": mode, "task_path": str(self.task_path),
                  "threads": self.judge.cpu_threads, "flush_cache": self.cfg.timing.flush_cache,
+                 "flush_bytes": self.cfg.timing.flush_bytes,
                  "hide_paths": [str(self.dir), str(Path(__file__).resolve().parents[2])]}
         if (shared := self.judge.shared_flush()) is not None:
             setup["private_cache_bytes"] = shared.private_bytes

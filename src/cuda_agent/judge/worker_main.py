@@ -341,6 +341,14 @@ def output_aliases(inputs: list[Any], output: Any) -> list[list[int]]:
             if a and b and a[0] == b[0] and a[1] < b[2] and b[1] < a[2]]
 
 
+def flush_lengths(setup: dict, cache_bytes: int) -> tuple[int, int]:
+    """The flush buffer's length in int32 elements, and the part of it a worker reads where a
+    trusted process flushes the shared level: twice the last-level cache (or the judge's
+    ``flush_bytes``), and twice the caches below it, at most the whole."""
+    n = int(setup.get("flush_bytes") or 2 * cache_bytes) // 4
+    return n, min(n, 2 * int(setup.get("private_cache_bytes") or 0) // 4)
+
+
 class Worker:
     def __init__(self) -> None:
         self.role = ""
@@ -442,10 +450,8 @@ class Worker:
                 warm_profiler()
         info = probe_device(self.device)
         if msg.get("flush_cache"):
-            # Twice the last-level cache, read before every timed call.
-            n = 2 * int(msg.get("cache_bytes") or info.cache_bytes) // 4
+            n, self._private_flush_len = flush_lengths(msg, info.cache_bytes)
             self._flush_buffer = torch.ones(n, dtype=torch.int32, device=self.device)
-            self._private_flush_len = min(n, 2 * int(msg.get("private_cache_bytes") or 0) // 4)
             if self.device == "cuda":
                 self._persisting_l2 = _persisting_l2_reset()
 
