@@ -156,7 +156,9 @@ def test_verify_outside_a_workspace_says_how_to_name_the_task(tmp_path, judge_ca
 
 @pytest.mark.slow
 def test_demo_runs_on_the_cpu_backend(judge_cache):
-    result = cli("demo", "--device", "cpu", "--json", cache=judge_cache, timeout=1200)
+    # Short timing sessions: the command's path is what is tested (on two loaded cores the
+    # default sessions took 150-300 s, most of it flushing a 300 MB cache before each call).
+    result = cli("demo", "--device", "cpu", "--json", "--timing-seconds", "0.2", cache=judge_cache, timeout=1200)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     verdict = json.loads(result.stdout)
     assert verdict["correct"] is True and verdict["task"] == "fused_elementwise"

@@ -493,6 +493,7 @@ def demo(
     example: str = typer.Option("fused_elementwise", "--example", help="Which example under examples/."),
     device: Optional[str] = DeviceOpt,
     as_json: bool = JsonOpt,
+    timing_seconds: Optional[float] = TimingSecondsOpt,
     cache_dir: Optional[Path] = CacheOpt,
 ) -> None:
     """Judge one example solution with the best available backend and show the verdict."""
@@ -514,7 +515,8 @@ def demo(
                   f"on the {backend} backend")
     task = task_from_source(task_file.read_text(), example, str(task_file))
     solution = load_solution(root / backend)
-    raise typer.Exit(_run(task, solution, "profile", _config(backend, cache_dir), as_json, title=f"demo: {example}"))
+    raise typer.Exit(_run(task, solution, "profile", _config(backend, cache_dir, timing_seconds), as_json,
+                          title=f"demo: {example}"))
 
 
 # -- training (cuda_agent.train) ---------------------------------------------------------------

@@ -92,14 +92,17 @@ def test_openai_episode_writes_compiles_fixes_verifies_profiles_and_exports(run_
     trajectory = load_trajectory(result.directory / "trajectory.jsonl")
     retries = [e["retries"] for e in trajectory.events if e["type"] == "message" and e["message"]["role"] == "assistant"]
     assert sum(retries) == 2
-    assert trajectory.end["stop_reason"] == "finished" and trajectory.best["stage"] == "profile"
+    # A profile whose speedup the judge kept aside ranks no higher than the verify before it.
+    timed = "profile" if profile["speedup_vs_compile"] is not None else "verify"
+    assert trajectory.end["stop_reason"] == "finished" and trajectory.best["stage"] == timed
     assert result.usage.input_tokens > 0 and result.usage.output_tokens > 0
 
     best = result.directory / "best"
     assert (best / KERNEL).read_text() == correct_files[KERNEL]
     runner = CliRunner()
     judged = runner.invoke(app, ["judge", str(result.directory / "workspace" / "model.py"), str(best),
-                                 "--device", "cpu", "--json", "--cache-dir", str(judge_cache)])
+                                 "--device", "cpu", "--json", "--timing-seconds", "0.2",
+                                 "--cache-dir", str(judge_cache)])
     assert judged.exit_code == 0, judged.output
     assert json.loads(judged.stdout[judged.stdout.index("{"):])["correct"] is True
 
