@@ -104,3 +104,31 @@ def test_a_dead_server_is_replaced_on_the_next_start(tmp_path):
     finally:
         again.close()
     assert next(s for s in fork_server._servers.values() if s.alive) is not server
+
+
+@pytest.mark.slow
+def test_the_compilers_cpu_probe_is_compiled_into_the_judges_cache_once(tmp_path):
+    # Before its first compile baseline, a fork server probes the CPU's vector instructions, which
+    # compiles a program per instruction set: into the cache the compiling workers use, so that the
+    # next server (another process's) finds them there, and its own environment is left as it was.
+    torch = pytest.importorskip("torch")
+    if torch.version.cuda is not None:
+        pytest.skip("a CUDA build of torch: the server does not preload the compiler (it would start the driver)")
+    import subprocess
+    import sys
+
+    cache = tmp_path / "inductor"
+    preload = ("import os, sys; from cuda_agent.judge import fork_server; "
+               "fork_server._preload_compiler({'TORCHINDUCTOR_CACHE_DIR': sys.argv[1]}); "
+               "print(os.environ.get('TORCHINDUCTOR_CACHE_DIR'))")
+
+    def probe() -> dict[Path, int]:
+        env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+        done = subprocess.run([sys.executable, "-c", preload, str(cache)], capture_output=True, text=True, env=env,
+                              timeout=600)
+        assert done.returncode == 0 and done.stdout.strip() == "None", done.stderr[-2000:]
+        return {p: p.stat().st_mtime_ns for p in cache.rglob("*.so")}
+
+    first = probe()
+    assert first, "the probe compiled nothing into the judge's cache"
+    assert probe() == first  # the next server compiled none of them again
