@@ -118,12 +118,13 @@ def test_the_compilers_cpu_probe_is_compiled_into_the_judges_cache_once(tmp_path
     import sys
 
     cache = tmp_path / "inductor"
+    variable = fork_server.INDUCTOR_CACHE_VARIABLE
     preload = ("import os, sys; from cuda_agent.judge import fork_server; "
-               "fork_server._preload_compiler({'TORCHINDUCTOR_CACHE_DIR': sys.argv[1]}); "
-               "print(os.environ.get('TORCHINDUCTOR_CACHE_DIR'))")
+               f"fork_server._preload_compiler({{{variable!r}: sys.argv[1]}}); "
+               f"print(os.environ.get({variable!r}))")
 
     def probe() -> dict[Path, int]:
-        env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+        env = {k: v for k, v in os.environ.items() if k != variable}
         done = subprocess.run([sys.executable, "-c", preload, str(cache)], capture_output=True, text=True, env=env,
                               timeout=600)
         assert done.returncode == 0 and done.stdout.strip() == "None", done.stderr[-2000:]

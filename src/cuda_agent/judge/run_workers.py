@@ -12,6 +12,7 @@ from typing import Any
 
 from ..solution import MODEL_FILE
 from . import linked_symbols, memory
+from .fork_server import INDUCTOR_CACHE_VARIABLE
 from .inline_extension import MAX_CALLS as MAX_INLINE_CALLS
 from .inline_extension import InlineCall, InlineCallError
 from .landlock import build_ruleset
@@ -164,7 +165,7 @@ class RunWorkers:
             env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
         if role != "candidate":
             # Trusted reference processes share torch.compile's caches across runs.
-            env["TORCHINDUCTOR_CACHE_DIR"] = str(self.judge.cache_dir / "inductor")
+            env[INDUCTOR_CACHE_VARIABLE] = str(self.judge.cache_dir / "inductor")  # the fork server's probe too
             env["TRITON_CACHE_DIR"] = str(self.judge.cache_dir / "triton")
         return env
 
