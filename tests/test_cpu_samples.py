@@ -24,12 +24,33 @@ needs_sampling = pytest.mark.skipif(WHY is not None, reason=f"this host refuses 
 CHILD = textwrap.dedent("""
     import sys, threading, time
     import numpy as np
+    import torch
+    torch.set_num_threads(1)
     x = np.random.rand(1 << 20).astype(np.float32)
+    a, b, c = (torch.rand(512, 512) for _ in range(3))
+    def jit(code=bytes.fromhex("b980969800" "ffc9" "75fc" "c3")):
+        import ctypes, mmap
+        global _jit
+        if "_jit" not in globals():
+            page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+            page.write(code)
+            _jit = (page, ctypes.CFUNCTYPE(None)(ctypes.addressof(ctypes.c_char.from_buffer(page))))
+        _jit[1]()
     def work(kind, seconds):
         end = time.thread_time() + seconds
         while time.thread_time() < end:
             if kind == "numpy":
                 np.sqrt(np.maximum(x * 2.0 + 1.0, 0.0))
+            elif kind == "aten":  # ATen's compute kernels, as any road to them would run them
+                torch.mm(a, b, out=c)
+                torch.add(a, b, out=c)
+            elif kind == "jit":  # machine code in memory no file backs (x86-64: count ecx down, return)
+                jit()
+            elif kind == "copies":  # what a solution may dispatch: copies, fills, allocation
+                c.copy_(a)
+                a.t().contiguous()
+                c.fill_(1.0)
+                torch.empty_like(a).zero_()
             else:
                 sum(i * i for i in range(2000))
     print("ready", flush=True)
@@ -150,7 +171,7 @@ def test_a_library_mapped_while_the_record_is_off_is_known_at_the_next_sampled_c
         assert child.stdout.readline().strip() == "done"
         sampler.enable()
         sampler.disable()
-        path = sampler._file_at(address)
+        path = sampler._mapping_at(address).path
     finally:
         sampler.close()
     assert path is not None and os.path.samefile(path, copy)
@@ -218,3 +239,73 @@ def test_the_cpus_a_process_may_run_on_are_its_cpusets_not_its_affinity():
     assert set(os.sched_getaffinity(0)) <= set(cpus)
     with pytest.raises(cpu_samples.SamplesUnavailable, match="gone"):
         cpu_samples.process_cpus(2 ** 22 + 12345)
+
+
+@needs_sampling
+def test_atens_compute_kernels_are_counted_and_the_copies_a_solution_may_dispatch_are_not(child):
+    sampler = ProcessSampler(child.pid)
+    try:
+        _call(child, sampler, "copies", 0.2)
+        copies = sampler.count
+        copies_seen = (copies.samples, copies.aten)
+        _call(child, sampler, "aten", 0.2)
+        both = sampler.count
+    finally:
+        sampler.close()
+    # (the OpenMP runtime torch bundles is stripped: its few samples, if any, are left unplaced)
+    assert copies.unresolved <= 0.05 * copies_seen[0], copies.to_dict()
+    assert copies_seen[0] >= MIN_LIBRARY_SAMPLES and copies_seen[1] <= 0.05 * copies_seen[0], copies.to_dict()
+    aten = both.aten - copies_seen[1]
+    assert aten > 0.5 * (both.samples - copies_seen[0]), both.to_dict()
+    assert {"mm", "add_kernel"} & set(both.kernels) or any(k.startswith("mkl_") for k in both.kernels), both.kernels
+    (violation,) = assess_cpu_samples(both, "model_new.py")
+    assert violation.rule == "library_compute" and "ATen's" in violation.message
+
+
+def test_which_of_torchs_functions_are_atens_compute():
+    from cuda_agent.judge.aten_kernels import kernel_of
+
+    compute = {
+        "at::native::AVX2::(anonymous namespace)::add_kernel(at::TensorIteratorBase&, c10::Scalar const&)": "add_kernel",
+        # a loop is the kernel named in its template arguments
+        "void at::native::AVX2::VectorizedLoop2d<at::native::AVX2::(anonymous namespace)::mul_kernel("
+        "at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda(float, float)#1}>::operator()("
+        "char**, long const*, long, long)": "mul_kernel",
+        "at::native::cpublas::gemm(at::native::TransposeType, at::native::TransposeType, long, long, long, "
+        "float, float const*, long, float const*, long, float, float*, long)": "cpublas",
+        "mkl_blas_avx2_sgemm_kernel_0": "mkl_blas_avx2_sgemm_kernel_0",
+        "Sleef_expf8_u10avx2": "Sleef_expf8_u10avx2",
+        "dnnl::impl::cpu::x64::jit_avx2_conv_fwd_kernel_f32::execute(void*)": "dnnl::impl::cpu::x64::jit_avx2_conv_fwd_kernel_f32::execute",
+    }
+    for name, kernel in compute.items():
+        assert kernel_of(name) == kernel, name
+    plumbing = [
+        "at::native::AVX2::copy_kernel(at::TensorIterator&, bool)::{lambda()#1}::operator()() const",
+        "void at::native::AVX2::cpu_kernel_vec<at::native::AVX2::direct_copy_kernel(at::TensorIteratorBase&)"
+        "::{lambda()#3}::operator()() const::{lambda(float)#1}>(at::TensorIteratorBase&, int, long)",
+        "at::native::AVX2::fill_kernel(at::TensorIterator&, c10::Scalar const&)",
+        "at::native::empty_cpu(c10::ArrayRef<long>, std::optional<c10::ScalarType>)",
+        "at::native::contiguous(at::Tensor const&, c10::MemoryFormat)",
+        "at::native::_local_scalar_dense_cpu(at::Tensor const&)",
+        "c10::Dispatcher::callBoxed(c10::OperatorHandle const&, std::vector<c10::IValue>*) const",
+        "at::TensorIteratorBase::serial_for_each(c10::function_ref<void (char**, long const*, long, long)>, "
+        "at::Range) const",
+        "torch::autograd::THPVariable_contiguous(_object*, _object*, _object*)",
+    ]
+    for name in plumbing:
+        assert kernel_of(name) is None, name
+
+
+@needs_sampling
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the machine code is x86-64's")
+def test_code_no_file_backs_is_counted(child):
+    sampler = ProcessSampler(child.pid)
+    try:
+        _call(child, sampler, "jit", 0.1)  # its page is mapped inside the call: a mmap record names it
+        _call(child, sampler, "jit", 0.1)  # and now read from the process's maps as the call begins
+        count = sampler.count
+    finally:
+        sampler.close()
+    assert count.unbacked > 0.8 * count.samples, count.to_dict()
+    (violation,) = assess_cpu_samples(count, "model_new.py")
+    assert "code no file backs" in violation.message

@@ -22,9 +22,11 @@ the file it falls in is a Python package's own native code other than torch's (N
 any other installed package), a BLAS or LAPACK library outside torch, or any file outside the
 places code may honestly run from (torch, this package, the judge's builds of the solution, the
 Python installation, the system's libraries): a library copied under another name into the
-candidate's own directory counts too. Torch's own libraries are the link record's and the op
-counter's. Code no file backs (a JIT's) is not counted: oneDNN compiles honest convolutions and
-matrix products into such memory.
+candidate's own directory counts too. So does code no file backs (a JIT's: oneDNN's, which
+ATen's convolutions and matrix products run). A sample in torch's own libraries is placed in the
+function that holds it, and counts where that is ATen's compute (``aten_kernels``), however the
+call got there: below the dispatcher by a road no import names, or through it with the op
+counter inside the process silenced.
 """
 
 from __future__ import annotations
@@ -37,22 +39,25 @@ import mmap
 import os
 import re
 import struct
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..device import SYSFS_CPUS, cpu_list
+from . import aten_kernels
 from .process_tree import cpu_seconds
 
-# How often the task clock is sampled while the record is on: every 250 us of a thread's CPU
-# time. A sample is dear in a virtual machine (calls 5-7% longer at this period on a 2-core one),
-# which is why the record is on only in calls whose time is not used (session.py).
-PERIOD_NS = 250_000
-# Each CPU's ring: 32 KiB, about 1,000 samples (a quarter second of that CPU) between two reads,
-# which come after every call; fewer pages where the kernel will not lock that much (a user may
-# lock only kernel.perf_event_mlock_kb of such rings beyond RLIMIT_MEMLOCK).
-RING_PAGES = 8
+# How often the task clock is sampled while the record is on: every 50 us of a thread's CPU time,
+# so that calls of a tenth of a millisecond still give the record enough samples to decide. A
+# sample is dear in a virtual machine (calls 5-7% longer at a 250 us period on a 2-core one), which
+# is why the record is on only in calls whose time is not used (session.py).
+PERIOD_NS = 50_000
+# Each CPU's ring: 128 KiB, about 4,000 samples (a fifth of a second of that CPU) between two
+# reads, which come after every sampled call; fewer pages where the kernel will not lock that much
+# (a user may lock only kernel.perf_event_mlock_kb of such rings beyond RLIMIT_MEMLOCK).
+RING_PAGES = 32
 
 _SYSCALL = {"x86_64": 298, "aarch64": 241}.get(os.uname().machine)
 _PERF_TYPE_SOFTWARE, _PERF_COUNT_SW_TASK_CLOCK = 1, 1
@@ -166,7 +171,12 @@ class _Ring:
 class Mapping:
     start: int
     end: int
-    path: str
+    path: str  # ANONYMOUS for executable memory no file backs
+    offset: int = 0  # of ``start`` in the file
+
+
+# The name given to executable memory no file backs (the kernel's mmap records name it so too).
+ANONYMOUS = "//anon"
 
 
 @dataclass
@@ -174,14 +184,25 @@ class SampleCount:
     """What the samples of the sampled calls show (``ProcessSampler.count``)."""
     samples: int = 0           # inside the sampled calls' windows
     library: int = 0           # of those, in another library's code
+    aten: int = 0              # in ATen's compute kernels (or a library's linked into torch)
+    unbacked: int = 0          # in executable memory no file backs (a JIT's)
     lost: int = 0              # records the kernel dropped for a full ring
     outside: int = 0           # samples outside every window
     files: dict[str, int] = field(default_factory=dict)  # library file -> samples in windows
+    kernels: dict[str, int] = field(default_factory=dict)  # ATen kernel -> samples in windows
+    unresolved: int = 0        # samples in torch's code whose function could not be read
+    symbols: str | None = None  # why torch's functions could not be read, if they could not
     cpu_ms: float = 0.0        # the process's CPU clock while the record was on (ended threads too)
 
     @property
+    def foreign(self) -> int:
+        """Samples in code that is not the solution's and does not run for what it may do:
+        another library's, ATen's compute kernels, code no file backs."""
+        return self.library + self.aten + self.unbacked
+
+    @property
     def library_share(self) -> float:
-        return self.library / self.samples if self.samples else 0.0
+        return self.foreign / self.samples if self.samples else 0.0
 
     @property
     def coverage(self) -> float | None:
@@ -193,11 +214,14 @@ class SampleCount:
 
     def to_dict(self) -> dict:
         top = sorted(self.files.items(), key=lambda kv: -kv[1])[:5]
-        return {"samples": self.samples, "library_samples": self.library, "library_share": round(self.library_share, 4),
+        kernels = sorted(self.kernels.items(), key=lambda kv: -kv[1])[:5]
+        return {"samples": self.samples, "library_samples": self.library, "aten_samples": self.aten,
+                "unbacked_samples": self.unbacked, "library_share": round(self.library_share, 4),
                 "lost": self.lost, "outside_windows": self.outside, "period_us": PERIOD_NS / 1e3,
                 "cpu_ms": round(self.cpu_ms, 3),
                 "coverage": round(self.coverage, 3) if self.coverage is not None else None,
-                "library_files": {Path(k).name: v for k, v in top}}
+                "library_files": {Path(k).name: v for k, v in top}, "aten_kernels": dict(kernels),
+                "unresolved_samples": self.unresolved, "symbols": self.symbols}
 
 
 class ProcessSampler:
@@ -214,10 +238,13 @@ class ProcessSampler:
     def __init__(self, pid: int, own_dirs: tuple[str, ...] = ()):
         self.pid = pid
         self.windows: list[tuple[int, int]] = []
-        self.count = SampleCount()
+        self._count = SampleCount()
         self._pending: list[tuple[int, int]] = []  # (time, ip) not yet placed in a window
+        # Samples in torch's code not yet placed in a function: (file, offset) -> samples
+        self._in_torch: dict[tuple[str, int], int] = {}
+        self._torch = torch_dirs()
         # torch's, this package's, and the directories the judge puts the solution's builds in
-        self._allowed = (*torch_dirs(), *(os.path.realpath(d) + os.sep for d in own_dirs))
+        self._allowed = (*self._torch, package_dir(), *(os.path.realpath(d) + os.sep for d in own_dirs))
         self._maps: list[Mapping] = []
         self._starts: list[int] = []
         self._library: dict[str, bool] = {}
@@ -280,33 +307,35 @@ class ProcessSampler:
             fcntl.ioctl(fd, _IOC_DISABLE, 0)
         after = cpu_seconds(self.pid)
         if self._cpu_on is not None and after is not None:
-            self.count.cpu_ms += (after - self._cpu_on) * 1e3
+            self._count.cpu_ms += (after - self._cpu_on) * 1e3
 
     def _events(self) -> list[int]:
         return [fd for events in self.threads.values() for fd in events]
 
     def _read_maps(self) -> None:
-        """The process's executable file mappings now, as the kernel lists them (no overlaps)."""
+        """The process's executable mappings now, as the kernel lists them (no overlaps)."""
         maps = []
         with open(f"/proc/{self.pid}/maps") as fh:
             for line in fh:
                 parts = line.split(maxsplit=5)
-                if len(parts) == 6 and "x" in parts[1] and parts[5].startswith("/"):
-                    lo, hi = (int(x, 16) for x in parts[0].split("-"))
-                    maps.append(Mapping(lo, hi, parts[5].rstrip("\n")))
+                if len(parts) >= 5 and "x" in parts[1]:
+                    path = _code_name(parts[5].rstrip("\n") if len(parts) == 6 else "")
+                    if path is not None:
+                        lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                        maps.append(Mapping(lo, hi, path, int(parts[2], 16)))
         self._maps = sorted(maps, key=lambda m: m.start)
         self._starts = [m.start for m in self._maps]
 
-    def _map(self, start: int, end: int, path: str) -> None:
+    def _map(self, start: int, end: int, path: str, offset: int) -> None:
         # A newer mapping over an older one's addresses wins: drop those it overlaps.
         self._maps = [m for m in self._maps if m.end <= start or m.start >= end]
-        bisect.insort(self._maps, Mapping(start, end, path), key=lambda m: m.start)
+        bisect.insort(self._maps, Mapping(start, end, path, offset), key=lambda m: m.start)
         self._starts = [m.start for m in self._maps]
 
-    def _file_at(self, ip: int) -> str | None:
+    def _mapping_at(self, ip: int) -> Mapping | None:
         i = bisect.bisect_right(self._starts, ip) - 1
         if i >= 0 and self._maps[i].start <= ip < self._maps[i].end:
-            return self._maps[i].path
+            return self._maps[i]
         return None
 
     def is_library(self, path: str) -> bool:
@@ -326,17 +355,17 @@ class ProcessSampler:
                     ip, _pid, _tid, t = struct.unpack_from("QIIQ", body)
                     self._pending.append((t, ip))
                 elif kind == _RECORD_MMAP and len(body) >= 32:
-                    pid, _tid, addr, length, _pgoff = struct.unpack_from("IIQQQ", body)
-                    name = body[32:].split(b"\0", 1)[0].decode(errors="replace")
+                    pid, _tid, addr, length, pgoff = struct.unpack_from("IIQQQ", body)
+                    name = _code_name(body[32:].split(b"\0", 1)[0].decode(errors="replace"))
                     # (a process it forked inherits the events too; its mappings are not the candidate's)
-                    if name.startswith("/") and pid == self.pid:
-                        self._map(addr, addr + length, name)
+                    if name is not None and pid == self.pid:
+                        self._map(addr, addr + length, name, pgoff)
                 elif kind == _RECORD_LOST and len(body) >= 16:
-                    self.count.lost += struct.unpack_from("QQ", body)[1]
+                    self._count.lost += struct.unpack_from("QQ", body)[1]
         self._place()
 
     def _place(self) -> None:
-        c, windows = self.count, sorted(self.windows)
+        c, windows = self._count, sorted(self.windows)
         starts = [w[0] for w in windows]
         for t, ip in self._pending:
             i = bisect.bisect_right(starts, t) - 1
@@ -344,11 +373,42 @@ class ProcessSampler:
                 c.outside += 1
                 continue
             c.samples += 1
-            path = self._file_at(ip)
-            if path is not None and self.is_library(path):
+            mapping = self._mapping_at(ip)
+            if mapping is None:
+                continue
+            if mapping.path == ANONYMOUS:
+                c.unbacked += 1
+            elif mapping.path.startswith(self._torch):
+                key = (mapping.path, ip - mapping.start + mapping.offset)
+                self._in_torch[key] = self._in_torch.get(key, 0) + 1
+            elif self.is_library(mapping.path):
                 c.library += 1
-                c.files[path] = c.files.get(path, 0) + 1
+                c.files[mapping.path] = c.files.get(mapping.path, 0) + 1
         self._pending.clear()
+
+    @property
+    def count(self) -> SampleCount:
+        """What the windows hold so far, torch's samples placed in its functions."""
+        if self._in_torch:
+            self._place_in_torch()
+        return self._count
+
+    def _place_in_torch(self) -> None:
+        """Each sample in torch's code counted where its function is ATen's compute (aten_kernels);
+        the symbol tables are read here, after the calls, not between them."""
+        hits, self._in_torch, c = self._in_torch, {}, self._count
+        try:
+            kernels, unreadable = aten_kernels.kernels_at(hits)
+        except (aten_kernels.SymbolsUnavailable, OSError, subprocess.SubprocessError) as exc:
+            kernels, unreadable = {}, {"": str(exc)}
+        for key, n in hits.items():
+            if key not in kernels:
+                c.unresolved += n
+            elif (kernel := kernels[key]) is not None:
+                c.aten += n
+                c.kernels[kernel] = c.kernels.get(kernel, 0) + n
+        if unreadable:
+            c.symbols = "; ".join(sorted(set(unreadable.values())))
 
     def close(self) -> None:
         for ring in self.rings.values():
@@ -424,13 +484,32 @@ def code_roots() -> tuple[str, ...]:
 
 
 def torch_dirs() -> tuple[str, ...]:
-    """The directories of torch's own code and the libraries its wheel bundles, and this
-    package's (the worker's own): never counted as another library."""
+    """The directories of torch's own code and the libraries its wheel bundles: never another
+    library's, and placed function by function (``aten_kernels``)."""
     import torch
 
     root = os.path.realpath(os.path.dirname(torch.__file__))
-    here = os.path.realpath(os.path.dirname(os.path.dirname(__file__)))
-    return (root + os.sep, root + ".libs" + os.sep, here + os.sep)
+    return (root + os.sep, root + ".libs" + os.sep)
+
+
+def package_dir() -> str:
+    """This package's directory (the worker's own code)."""
+    return os.path.realpath(os.path.dirname(os.path.dirname(__file__))) + os.sep
+
+
+# Code the kernel maps into every process: not the candidate's, and no file of its.
+_KERNEL_CODE = ("[vdso]", "[vsyscall]", "[uprobes]")
+# Memory the kernel names as if files backed it: shared anonymous memory, System V shared memory,
+# memory files.
+_MEMORY_NAMES = ("/dev/zero", "/SYSV", "/memfd:")
+
+
+def _code_name(name: str) -> str | None:
+    """How an executable mapping's name is kept: a file's path as it is, ANONYMOUS for memory no
+    file backs (named or not), None for the kernel's own code."""
+    if name.startswith("/") and not name.startswith((ANONYMOUS, *_MEMORY_NAMES)):
+        return name
+    return None if name in _KERNEL_CODE else ANONYMOUS
 
 
 def now_ns() -> int:

@@ -13,7 +13,9 @@ records become violations:
 * ``thread_left_running``: more threads after a call than before it.
 * ``flags_changed``: global numerics settings differ from those before the solution loaded.
 * ``library_compute``: more than ``LIBRARY_SHARE`` of the CPU time of the calls the judge
-  sampled (its own record, ``cpu_samples``; calls made as timed calls are) in another library's code.
+  sampled (its own record, ``cpu_samples``; calls made as timed calls are) in code that computes
+  and is not the solution's: another library's, ATen's kernels however they were reached, or
+  code no file backs.
 """
 
 from __future__ import annotations
@@ -45,8 +47,9 @@ ALLOWED_OPS = frozenset(f"aten::{name}" for name in """
 """.split())
 
 UNATTRIBUTED_SHARE = 0.10
-# Another library's share of the sampled calls' CPU samples above which they are its compute, and
-# the fewest samples that decide it (an honest solution's share is nil: no code of its runs there).
+# The share of the sampled calls' CPU samples in another library's code, ATen's compute kernels or
+# code no file backs above which they did the work, and the fewest samples that decide it (an
+# honest solution's share is nil: the copies and fills it may dispatch are not counted).
 LIBRARY_SHARE = 0.25
 MIN_LIBRARY_SAMPLES = 8
 _IDENT = re.compile(r"[A-Za-z_]\w*")
@@ -131,11 +134,17 @@ def assess_flags(before: dict[str, Any], after: dict[str, Any], where: str) -> l
 
 
 def assess_cpu_samples(count: "SampleCount", where: str) -> list[Violation]:
-    """``library_compute`` where another library took more than its share of the sampled calls."""
+    """``library_compute`` where code that is not the solution's took more than its share of the
+    sampled calls."""
     if count.samples < MIN_LIBRARY_SAMPLES or count.library_share <= LIBRARY_SHARE:
         return []
-    files = ", ".join(Path(f).name for f in sorted(count.files, key=count.files.get, reverse=True)[:3])
+    places = {**{Path(f).name: n for f, n in count.files.items()},
+              **{f"ATen's {k}": n for k, n in count.kernels.items()}}
+    if count.unbacked:
+        places["code no file backs"] = count.unbacked
+    named = ", ".join(sorted(places, key=places.get, reverse=True)[:3])
     return [Violation("library_compute", where, None,
-                      f"{count.library_share:.0%} of the sampled calls' CPU time ran in another library's code "
-                      f"({files}; {count.library} of {count.samples} samples). Compute in your own kernels; "
-                      "NumPy, SciPy, BLAS and other packages may not do the work.")]
+                      f"{count.library_share:.0%} of the sampled calls' CPU time ran in code that is not the "
+                      f"solution's ({named}; {count.foreign} of {count.samples} samples). Compute in your own "
+                      "kernels; PyTorch's kernels (however they are reached), NumPy, SciPy, BLAS and other "
+                      "packages may not do the work.")]
