@@ -133,3 +133,19 @@ def test_the_compilers_cpu_probe_is_compiled_into_the_judges_cache_once(tmp_path
     first = probe()
     assert first, "the probe compiled nothing into the judge's cache"
     assert probe() == first  # the next server compiled none of them again
+
+
+def test_a_workers_records_import_nothing_of_torch_compile():
+    # torch.compile's front end (torch._dynamo, with sympy) costs as much to import as torch itself.
+    # The fork server leaves it to the compile baselines' workers, so the records every candidate
+    # makes (its ops, through a dispatch mode) must not import it behind the server's back.
+    import subprocess
+    import sys
+
+    code = ("import importlib, sys, torch; from cuda_agent.judge import fork_server, recording; "
+            "[importlib.import_module(m) for m in fork_server.PRELOAD]; "
+            "recording.record_ops(lambda: torch.ones(3) + 1); "
+            "print(sorted(m for m in ('torch._dynamo', 'torch._inductor', 'sympy') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]", done.stdout

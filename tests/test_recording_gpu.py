@@ -51,3 +51,16 @@ def test_no_profiler_thread_appears_inside_a_counted_call():
     print(found)
     assert found["kernels"] >= 1 and found["start_under_way"]
     assert max(found["plain"]) <= 0 and max(found["after_record"]) <= 0, found
+
+
+def test_the_kernel_record_imports_nothing_of_torch_compile():
+    # torch.profiler's own start asks hasattr(torch, "_inductor"), which imports torch.compile's
+    # compiler and front end: seconds of every candidate's start. The record avoids that start.
+    code = ("import sys, torch; from cuda_agent.judge import recording; "
+            "recording.warm_profiler(); recording.profiler_ready(); "
+            "x = torch.randn(1024, device='cuda'); _, kernels = recording.record_kernels(lambda: x * 2); "
+            "assert kernels, kernels; "
+            "print(sorted(m for m in ('torch._dynamo', 'torch._inductor', 'sympy') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout

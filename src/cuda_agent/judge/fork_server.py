@@ -48,16 +48,19 @@ from .sandbox import SandboxPolicy
 IMPORT_TIME_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "PATH")
 # What a worker imports; importing them in the server is what makes a forked worker fast. Not
 # torch.utils.cpp_extension: importing it asks whether CUDA is available, which starts the driver,
-# and a process forked after that cannot use CUDA.
-PRELOAD = ("torch", "numpy", "torch.profiler", "torch._dynamo",
+# and a process forked after that cannot use CUDA. Not torch.compile's front end (torch._dynamo,
+# with sympy: 5 s of CPU, as long as torch's own import): only the compile baselines' workers use
+# it, and the server imports it when the first of them is asked for (COMPILE_PRELOAD).
+PRELOAD = ("torch", "numpy", "torch.autograd.profiler",
            "cuda_agent.device", "cuda_agent.judge.worker_main", "cuda_agent.judge.recording",
            "cuda_agent.judge.correctness", "cuda_agent.judge.audit", "cuda_agent.judge.floor",
            "cuda_agent.judge.device_exchange", "cuda_agent.judge.op_counter",
            "cuda_agent.judge.sandbox", "cuda_agent.judge.seccomp", "cuda_agent.judge.protocol")
-# torch.compile's compiler, for the compile baselines' workers, where torch is a CPU build: each
-# such worker took 10 s longer importing it and probing the CPU's vector instructions itself. Not
-# with a CUDA build: there they start the CUDA driver, and the server's children could not use
-# the GPU.
+# torch.compile, for the compile baselines' workers: its front end with any build; its compiler
+# only where torch is a CPU build (each such worker took 10 s longer importing it and probing the
+# CPU's vector instructions itself). Not the compiler with a CUDA build: there it starts the CUDA
+# driver, and the server's children could not use the GPU.
+COMPILE_PRELOAD = ("torch._dynamo",)
 CPU_BUILD_PRELOAD = ("torch._inductor.compile_fx",)
 INDUCTOR_CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
 TOKEN_PLACEHOLDER = "0" * len(new_token())
@@ -352,9 +355,10 @@ _compiler_preloaded = False
 
 
 def _preload_compiler(env: dict[str, str]) -> None:
-    """torch.compile's compiler, imported and its CPU probe made once, when the first worker
+    """torch.compile, imported (and its compiler's CPU probe made) once, when the first worker
     that compiles is asked for (a judge that times no baseline never pays for it), for every
-    later one; only where that cannot start a CUDA driver (CPU_BUILD_PRELOAD).
+    later one: its front end with any build, its compiler only where that cannot start a CUDA
+    driver (CPU_BUILD_PRELOAD).
 
     The probe compiles a small program per vector instruction set (about 11 s on two cores) into
     torch.compile's cache: the one the compiling worker uses (``env``), where every later server
@@ -365,20 +369,22 @@ def _preload_compiler(env: dict[str, str]) -> None:
     import torch
 
     global _compiler_preloaded
-    if _compiler_preloaded or torch.version.cuda is not None or getattr(torch.version, "hip", None) is not None:
+    if _compiler_preloaded:
         return
     _compiler_preloaded = True
+    cpu_build = torch.version.cuda is None and getattr(torch.version, "hip", None) is None
     saved = os.environ.get(INDUCTOR_CACHE_VARIABLE)
     if directory := env.get(INDUCTOR_CACHE_VARIABLE):
         os.environ[INDUCTOR_CACHE_VARIABLE] = directory
     try:
-        for name in CPU_BUILD_PRELOAD:
+        for name in COMPILE_PRELOAD + (CPU_BUILD_PRELOAD if cpu_build else ()):
             importlib.import_module(name)
-        from torch._inductor import cpu_vec_isa
+        if cpu_build:
+            from torch._inductor import cpu_vec_isa
 
-        cpu_vec_isa.pick_vec_isa()
+            cpu_vec_isa.pick_vec_isa()
     except Exception as exc:  # a compile baseline then imports it itself, and says why if it fails
-        print(f"fork server: could not preload torch.compile's compiler: {exc}", flush=True)
+        print(f"fork server: could not preload torch.compile: {exc}", flush=True)
     finally:
         if saved is None:
             os.environ.pop(INDUCTOR_CACHE_VARIABLE, None)

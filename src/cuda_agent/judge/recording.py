@@ -21,14 +21,22 @@ FORWARD_SCOPE = "cuda_agent::candidate_forward"
 _warmup: threading.Thread | None = None
 
 
+def gpu_profiler() -> Any:
+    """torch's profiler of CPU ops and CUDA kernels, as ``torch.profiler.profile`` with both
+    activities makes it, without that wrapper's start: it asks ``hasattr(torch, "_inductor")``,
+    which imports torch.compile's compiler and front end (torch._inductor, torch._dynamo, sympy:
+    5 s of CPU in every candidate that records kernels)."""
+    from torch.autograd import profiler
+
+    return profiler.profile(use_cpu=True, use_device="cuda", use_kineto=True)
+
+
 def warm_profiler() -> None:
     """Start the GPU profiler once in the background, so that the kernel record is quick."""
     global _warmup
 
     def run() -> None:
-        from torch.profiler import ProfilerActivity, profile
-
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+        with gpu_profiler():
             pass
 
     _warmup = threading.Thread(target=run, name="cuda-agent-profiler-warmup", daemon=True)
@@ -124,6 +132,13 @@ def _op_recorder():
     class OpRecorder(TorchDispatchMode):
         """Counts every ATen op dispatched while active, from Python or from C++."""
 
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            # Else torch wraps __torch_dispatch__ so that torch.compile skips it, and the wrapper
+            # imports torch.compile's front end (torch._dynamo, sympy: 5 s of CPU) at the first op
+            # of every candidate. Nothing a recorded call runs is compiled.
+            return False
+
         def __init__(self) -> None:
             super().__init__()
             self.ops: Counter[str] = Counter()
@@ -176,7 +191,7 @@ def record_kernels(call: Callable[[], Any]) -> tuple[Any, list[dict[str, Any]] |
     """
     import torch
     from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.autograd.profiler import record_function
 
     profiler_ready()  # one profiler at a time
     ran: dict[str, Any] = {}
@@ -193,9 +208,9 @@ def record_kernels(call: Callable[[], Any]) -> tuple[Any, list[dict[str, Any]] |
     # recorded, inside the session, as kernels that no op of forward launched.
     torch.cuda.synchronize()
     try:
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with gpu_profiler() as prof:
             traced()
-        events = prof.events()
+        events = prof.function_events
     except Exception:  # noqa: BLE001 - the profiler's own failure, not the candidate's
         events = None
     if not ran:  # the profiler failed before forward ran
