@@ -101,13 +101,10 @@ def test_library_kernels_count_only_for_a_solution_that_calls_the_library():
 
 
 class _FailingProfiler:
-    """Stands in for torch.profiler.profile: fails on entering, or when its events are read."""
+    """Stands in for the kernel record's profiler: fails on entering, or when its events are read."""
 
     def __init__(self, when: str) -> None:
         self.when = when
-
-    def __call__(self, **kwargs):
-        return self
 
     def __enter__(self):
         if self.when == "start":
@@ -117,15 +114,14 @@ class _FailingProfiler:
     def __exit__(self, *exc):
         return False
 
-    def events(self):
+    @property
+    def function_events(self):
         raise RuntimeError("kineto: no trace")
 
 
 @pytest.mark.parametrize("when", ["start", "events"])
 def test_a_profiler_that_fails_gives_no_record_and_forward_runs_once(monkeypatch, when):
-    import torch.profiler
-
-    monkeypatch.setattr(torch.profiler, "profile", _FailingProfiler(when))
+    monkeypatch.setattr(recording, "gpu_profiler", lambda: _FailingProfiler(when))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     calls = []
     result, kernels = recording.record_kernels(lambda: calls.append(1) or "out")
