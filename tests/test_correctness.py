@@ -279,3 +279,37 @@ def test_a_small_error_over_chunks_fails_the_norm_test_as_it_does_whole(monkeypa
     chunked = compare_outputs(cand, ref, 0, 1e-2, 1e-2)
     assert not whole.passed and (chunked.passed, chunked.message) == (whole.passed, whole.message)
     assert "L2 norm" in chunked.message
+
+
+# -- the quick look before a full comparison --------------------------------------------------------
+def test_a_difference_seen_at_a_glance_is_one_the_full_comparison_fails_on():
+    from cuda_agent.judge.correctness import differs_at_a_glance
+
+    gen = torch.Generator().manual_seed(0)
+    seen = 0
+    for trial in range(300):
+        dtype = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32)[trial % 5]
+        shape = (int(torch.randint(1, 70, (1,), generator=gen)), int(torch.randint(1, 90, (1,), generator=gen)))
+        ref = (torch.randn(shape, generator=gen) * 10 ** float(torch.randint(-3, 3, (1,), generator=gen)))
+        noise = torch.randn(shape, generator=gen) * 10 ** float(torch.randint(-6, 1, (1,), generator=gen))
+        cand = ref + noise
+        if trial % 7 == 0:  # non-finite values here and there, on either side
+            cand.view(-1)[:: 11] = NAN
+            ref.view(-1)[:: 13] = INF
+        ref, cand = ref.to(dtype), cand.to(dtype)
+        if differs_at_a_glance(cand, ref, 1e-2, 1e-2, samples=64):
+            seen += 1
+            assert not check(cand, ref).passed, (trial, dtype)
+    assert seen > 50  # the look decided many of them
+
+
+def test_the_glance_says_nothing_of_what_it_did_not_look_at():
+    from cuda_agent.judge.correctness import differs_at_a_glance
+
+    ref = torch.zeros(100_000)
+    cand = ref.clone()
+    cand[12_345] = 1.0  # between the looked-at values
+    assert not differs_at_a_glance(cand, ref, 1e-2, 1e-2, samples=16)
+    assert not check(cand, ref).passed  # which is why a look that sees nothing is followed by the full one
+    assert not differs_at_a_glance(ref.clone(), ref, 1e-2, 1e-2)
+    assert differs_at_a_glance(ref + 1, ref, 1e-2, 1e-2)
