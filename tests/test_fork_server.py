@@ -149,3 +149,17 @@ def test_a_workers_records_import_nothing_of_torch_compile():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_the_server_a_judge_starts_early_is_the_one_its_workers_fork_from(judge_config):
+    # A judge starts its fork server while the solution builds; its reference and candidate
+    # workers must then find that server, not start another one.
+    from cuda_agent.judge import Judge
+
+    judge = Judge(judge_config())
+    before = set(fork_server._servers)
+    fork_server.start_soon(judge.python, judge.worker_env("reference"))
+    for_candidate = fork_server.server_for(judge.python, judge.worker_env("candidate"))
+    for_reference = fork_server.server_for(judge.python, judge.worker_env("reference"))
+    assert for_candidate is not None and for_candidate is for_reference and for_candidate.alive
+    assert len(set(fork_server._servers) - before) <= 1

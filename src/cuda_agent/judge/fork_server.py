@@ -282,6 +282,20 @@ def server_for(python: str, extra_env: dict[str, str]) -> ForkServer | None:
         return server
 
 
+def start_soon(python: str, extra_env: dict[str, str]) -> None:
+    """Start the server ``server_for`` would give, in the background, so that its imports
+    overlap the caller's other work (a judge's build); the first worker's start then waits for it
+    as it would have. A server that cannot start is left for that start to report."""
+
+    def start() -> None:
+        try:
+            server_for(python, extra_env)
+        except Exception:  # noqa: BLE001 - the first worker's start tries again and says why
+            pass
+
+    threading.Thread(target=start, name="cuda-agent-fork-server-start", daemon=True).start()
+
+
 def close_servers() -> None:
     with _servers_lock:
         servers = list(_servers.values())

@@ -43,11 +43,12 @@ from ..device import SharedCacheFlush, machine_gpu, resolve_backend, shared_cach
 from ..errors import SolutionFormatError
 from ..solution import Solution, validate_solution
 from ..task import Task
-from . import linked_symbols
+from . import fork_server, linked_symbols
 from .baselines import BaselineCache, BaselineKey
 from .build import ExtensionBuilder
 from .config import JudgeConfig
 from .device_gate import DeviceGate
+from .fork_server import INDUCTOR_CACHE_VARIABLE
 from .op_counter import OpCounterUnavailable
 from .op_counter import build as build_op_counter
 from .reference import ReferenceReport
@@ -55,7 +56,7 @@ from .reward import continuous_reward, milestone_reward
 from .sandbox import CompileSandbox, unreachable_for_others
 from .seccomp import SeccompUnavailable, compiled_filter
 from .timing import for_backend
-from .toolchain import Toolchain, detect_toolchain
+from .toolchain import Toolchain, detect_toolchain, find_cuda_home
 from .verdict import Verdict, compile_speedup_withheld, render_feedback, speedup_withheld
 from .worker_process import PACKAGE_PARENT, WorkerProcess
 from .run_support import _Stop, _fail, _median, _shared_runs_dir, _smt_siblings, STAGES, Progress
@@ -177,6 +178,9 @@ class Judge:
             verdict.notes.append("ignored workspace files (the judge supplies its own infrastructure): "
                                  + ", ".join(solution.ignored[:12]))
         started = time.perf_counter()
+        if stage != "compile" and cfg.fork_workers:
+            # The workers' fork server imports torch while the solution is checked and built.
+            fork_server.start_soon(self.python, self.worker_env("reference"))
         try:
             module = self._compile_stage(task, solution, verdict)
             if stage != "compile":
@@ -271,6 +275,23 @@ class Judge:
     def hidden_paths(self) -> list[Path]:
         """Places beside the judge's cache that candidates and their compiles may not read."""
         return [Path(p) for p in self.config.hidden_paths]
+
+    def worker_env(self, role: str) -> dict[str, str]:
+        """What a worker of ``role`` ("reference" or "candidate") adds to the sandbox's
+        environment: the same for every run of this judge, so its fork server can start early."""
+        env: dict[str, str] = {}
+        if self.backend == "cuda":
+            env["CUDA_VISIBLE_DEVICES"] = self.visible_device()
+            if cuda_home := find_cuda_home():
+                env["CUDA_HOME"] = str(cuda_home)
+                env["PATH"] = f"{cuda_home / 'bin'}:" + os.environ.get("PATH", "/usr/bin:/bin")
+        if threads := self.cpu_threads:
+            env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
+        if role != "candidate":
+            # Trusted reference processes share torch.compile's caches across runs.
+            env[INDUCTOR_CACHE_VARIABLE] = str(self.cache_dir / "inductor")  # the fork server's probe too
+            env["TRITON_CACHE_DIR"] = str(self.cache_dir / "triton")
+        return env
 
     def visible_device(self) -> str:
         """The device as this machine names it (``device.machine_gpu``)."""

@@ -12,12 +12,10 @@ from typing import Any
 
 from ..solution import MODEL_FILE
 from . import linked_symbols, memory
-from .fork_server import INDUCTOR_CACHE_VARIABLE
 from .inline_extension import MAX_CALLS as MAX_INLINE_CALLS
 from .inline_extension import InlineCall, InlineCallError
 from .landlock import build_ruleset
 from .sandbox import Step, own_namespace, policy_for, unprivileged_ids, writable_devices
-from .toolchain import find_cuda_home
 from .worker_process import PACKAGE_PARENT, WorkerError, WorkerProcess, WorkerSpec
 from .run_support import _check_reply, _fail
 from .session import STEP_SPIN_S
@@ -154,21 +152,6 @@ class RunWorkers:
                 self.stack.callback(os.close, self.arena_fd)
             return self.arena_fd
 
-    def _env(self, role: str) -> dict[str, str]:
-        env: dict[str, str] = {}
-        if self.judge.backend == "cuda":
-            env["CUDA_VISIBLE_DEVICES"] = self.judge.visible_device()
-            if cuda_home := find_cuda_home():
-                env["CUDA_HOME"] = str(cuda_home)
-                env["PATH"] = f"{cuda_home / 'bin'}:" + os.environ.get("PATH", "/usr/bin:/bin")
-        if threads := self.judge.cpu_threads:
-            env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
-        if role != "candidate":
-            # Trusted reference processes share torch.compile's caches across runs.
-            env[INDUCTOR_CACHE_VARIABLE] = str(self.judge.cache_dir / "inductor")  # the fork server's probe too
-            env["TRITON_CACHE_DIR"] = str(self.judge.cache_dir / "triton")
-        return env
-
     def _spawn(self, role: str, mode: str, cap: tuple[int | None, str]) -> WorkerProcess:
         """Start and set up a worker under the memory ``cap`` (bytes, and how it was decided);
         raises WorkerError. Safe to call from several threads."""
@@ -183,7 +166,7 @@ class RunWorkers:
                             drop_privileges=self.cfg.drop_privileges)
         name = f"{role}-{mode}" if role == "reference" else role
         staged = self.judge.backend == "cpu" and mode in ("eager", "stager")  # who maps the input arena
-        spec = WorkerSpec(role=name, run_dir=self.dir, policy=policy, env=self._env(role),
+        spec = WorkerSpec(role=name, run_dir=self.dir, policy=policy, env=self.judge.worker_env(role),
                           memory_limit_bytes=cap[0], python=self.judge.python,
                           fork=self.cfg.fork_workers, arena_fd=self._arena_fd() if staged else -1)
         worker = WorkerProcess(spec)
