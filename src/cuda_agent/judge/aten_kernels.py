@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from .evidence import ALLOWED_OPS
 
-_PT_LOAD, _SHT_SYMTAB, _SHT_DYNSYM = 1, 2, 11
+_PT_LOAD, _SHT_SYMTAB = 1, 2
 _STT_FUNC, _STT_GNU_IFUNC = 2, 10
 
 # ATen's per-CPU namespaces (one copy of each vectorised kernel per instruction set) and
@@ -96,8 +96,8 @@ class _Segment:
 
 
 class LibraryFunctions:
-    """The functions of one ELF library, by address: ``name_at(file_offset)`` is the mangled name
-    of the function whose code is at that offset of the file, or None."""
+    """The functions of one ELF library, by address: ``function_at(file_offset)`` finds the
+    function whose code is at that offset of the file, ``name`` gives its mangled name."""
 
     def __init__(self, path: str):
         self.path = path
