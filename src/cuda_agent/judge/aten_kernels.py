@@ -194,15 +194,18 @@ def kernels_at(hits: Iterable[tuple[str, int]]) -> tuple[dict[tuple[str, int], s
     """For samples in torch's libraries, each a (file, offset in it): the compute kernel each is
     in (``kernel_of``) or None, for the samples in files whose functions could be read; and for
     each file whose could not, why."""
-    where, unreadable = {}, {}
-    for key in hits:
-        if key[0] in unreadable:
-            continue
-        try:
-            where[key] = (key[0], functions(key[0]).function_at(key[1]))
-        except (SymbolsUnavailable, OSError) as exc:
-            unreadable[key[0]] = str(exc)
-    mangled = {fn: functions(fn[0]).name(fn[1]) for fn in set(where.values()) if fn[1] is not None}
+    libraries: dict[str, LibraryFunctions] = {}
+    unreadable: dict[str, str] = {}
+    where: dict[tuple[str, int], tuple[str, int | None]] = {}
+    for path, offset in hits:
+        if path not in libraries and path not in unreadable:  # each file read (or stat'ed) once
+            try:
+                libraries[path] = functions(path)
+            except (SymbolsUnavailable, OSError) as exc:
+                unreadable[path] = str(exc)
+        if path in libraries:
+            where[(path, offset)] = (path, libraries[path].function_at(offset))
+    mangled = {fn: libraries[fn[0]].name(fn[1]) for fn in set(where.values()) if fn[1] is not None}
     distinct = sorted(set(mangled.values()))
     readable = dict(zip(distinct, demangle(distinct)))
     return {key: (kernel_of(readable[mangled[fn]]) if fn in mangled else None) for key, fn in where.items()}, unreadable
