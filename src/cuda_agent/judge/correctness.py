@@ -230,6 +230,13 @@ def _check_result(tally: _Tally, index: int, phase: str) -> CheckResult:
                        elements=tally.elements, worst=tally.worst, message=tally.problem or "ok", phase=phase)
 
 
+def glance_indices(n: int, samples: int, device: Any = "cpu") -> torch.Tensor:
+    """``min(n, samples)`` evenly spaced indices from 0 to n - 1, in integers: a float linspace
+    rounds n - 1 up past the end for large n (a 2 GB float32 output on the GPU)."""
+    count = min(n, samples)
+    return torch.arange(count, dtype=torch.int64, device=device) * (n - 1) // max(count - 1, 1)
+
+
 def differs_at_a_glance(candidate: torch.Tensor, reference: torch.Tensor, atol: float, rtol: float,
                         samples: int = 4096) -> bool:
     """Whether a few evenly spaced values of two tensors of one dtype and shape already differ by
@@ -238,7 +245,7 @@ def differs_at_a_glance(candidate: torch.Tensor, reference: torch.Tensor, atol: 
     n = reference.numel()
     if n == 0 or candidate.shape != reference.shape or candidate.dtype != reference.dtype:
         return False
-    index = torch.linspace(0, n - 1, min(n, samples), device=reference.device).long()
+    index = glance_indices(n, samples, reference.device)
     wide = torch.complex128 if reference.is_complex() else torch.float64
     c, r = (t.reshape(-1)[index].to(wide) for t in (candidate, reference))
     if reference.dtype in EXACT_DTYPES:
