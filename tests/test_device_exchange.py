@@ -99,13 +99,31 @@ def _reference_worker(expected, norms=None) -> Worker:
     worker.role = "reference"
     slots, nbytes = layout(expected)
     worker.exchanges = [_Buffer(nbytes)]
+    worker.buffers[""] = worker.exchanges[0]
     worker.held["expected"], worker.held_norms["expected"] = expected, norms
     return worker
 
 
-def _compare(worker: Worker, description) -> dict:
+def _compare(worker: Worker, description, **group) -> dict:
     return worker.compare_exchanged({"output": description, "hold": "expected", "index": 2, "phase": "verify",
-                                     "tolerance": {"atol": 1e-2, "rtol": 1e-2, "norm_rtol": None}})
+                                     "tolerance": {"atol": 1e-2, "rtol": 1e-2, "norm_rtol": None}, **group})
+
+
+def test_a_groups_candidates_are_compared_with_one_held_output_each_in_its_own_buffer():
+    expected = torch.randn(1000, generator=torch.Generator().manual_seed(2))
+    worker = _reference_worker(expected)
+    slots, nbytes = layout(expected)
+    worker.buffers = {"0": _Buffer(nbytes), "1": _Buffer(nbytes)}
+    honest = place(expected, worker.buffers["0"].tensor, slots)
+    wrong = place(-expected, worker.buffers["1"].tensor, slots)
+    assert not _compare(worker, wrong, buffer="1", keep=True)["check"]["passed"]
+    assert _compare(worker, honest, buffer="0", keep=True)["check"]["passed"]
+    # each description is read in its own candidate's buffer: the honest claim, named by the
+    # other candidate, is not found in that one's
+    assert not _compare(worker, honest, buffer="1", keep=True)["check"]["passed"]
+    assert "expected" in worker.held  # kept for the group's others
+    worker.release({"hold": "expected"})
+    assert not worker.held and not worker.held_norms
 
 
 def test_the_reference_process_compares_and_measures_precision_in_place():

@@ -79,6 +79,21 @@ def test_wrong_cuda_values_are_incorrect(gpu_judge, task, fixture_solution):
     assert max(c.max_abs_error for c in v.checks) > 0.1
 
 
+def test_a_group_is_checked_against_one_reference_on_the_gpu_each_in_a_buffer_of_its_own(gpu_judge, task,
+                                                                                        fixture_solution):
+    # One reference forward per check for the group; every candidate's output compared with it on
+    # the GPU through its own exchange buffer; one candidate's illegal access ends its run alone.
+    names = ["cuda/correct", "cuda/wrong_values", "cuda/correct", "cuda/illegal_address"]
+    verdicts = gpu_judge.evaluate_many(task, [fixture_solution(n) for n in names], "profile")
+    assert [v.status for v in verdicts] == ["ok", "incorrect", "ok", "runtime_error"], [v.error for v in verdicts]
+    for v in (verdicts[0], verdicts[2]):
+        assert v.correct and v.reward in (1, 2, 3) and v.timings["candidate"].median_ms > 0
+        assert v.settings.get("outputs_compared_on") == "gpu", v.notes
+        assert len([c for c in v.checks if c.phase == "verify"]) == 5 and all(c.passed for c in v.checks)
+    assert "worst at output[" in verdicts[1].error and verdicts[1].settings.get("outputs_compared_on") == "gpu"
+    assert "illegal memory access" in (verdicts[3].error + "\n" + verdicts[3].details).lower()
+
+
 def test_illegal_address_is_a_runtime_error_and_the_judge_recovers(gpu_judge, task, fixture_solution):
     v = gpu_judge.verify(task, fixture_solution("cuda/illegal_address"))
     assert v.status == "runtime_error", v.feedback

@@ -202,4 +202,5 @@ class MappedBuffer:
         _check(lib.cuIpcOpenMemHandle_v2(ctypes.byref(pointer), handle, ctypes.c_uint(1)), "cuIpcOpenMemHandle")
         base, size = ctypes.c_uint64(), ctypes.c_size_t()
         _check(lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), pointer), "cuMemGetAddressRange")
+        self.handle = handle_hex
         self.tensor = _view(pointer.value, size.value)

@@ -165,6 +165,37 @@ class Judge:
     def evaluate(self, task: Task, solution: Solution, stage: str = "profile") -> Verdict:
         if stage not in STAGES:
             raise ValueError(f"stage must be one of {STAGES}")
+        verdict = self.new_verdict(task, solution)
+        started = time.perf_counter()
+        if stage != "compile" and self.config.fork_workers:
+            # The workers' fork server imports torch while the solution is checked and built.
+            fork_server.start_soon(self.python, self.worker_env("reference"))
+        try:
+            module = self.compile_stage(task, solution, verdict)
+            if stage != "compile":
+                with _Run(self, task, solution, module, verdict) as run:
+                    run.verify()
+                    if stage == "profile":
+                        run.profile()
+        except _Stop:
+            pass
+        except Exception as exc:  # fail closed: whatever the candidate's files or replies set off, a verdict
+            _unexplained(verdict, exc)
+        self.settle(verdict, stage, solution, started)
+        return verdict
+
+    def evaluate_many(self, task: Task, solutions: list[Solution], stage: str = "profile") -> list[Verdict]:
+        """Judge the candidates of one task together (a GRPO group, a problem's samples): one
+        verdict each, as ``evaluate`` gives it, against one reference run for the group's checks
+        (``group``). Never raises for a bad candidate."""
+        if stage not in STAGES:
+            raise ValueError(f"stage must be one of {STAGES}")
+        from .group import judge_group
+
+        return judge_group(self, task, list(solutions), stage)
+
+    def new_verdict(self, task: Task, solution: Solution) -> Verdict:
+        """A verdict about to be judged: ok until a stage says otherwise, with the settings."""
         cfg = self.config
         verdict = Verdict(status="ok", task=task.name, task_sha256=task.sha256,
                           solution_sha256=solution.sha256, backend=self.backend,
@@ -177,21 +208,12 @@ class Judge:
         if solution.ignored:
             verdict.notes.append("ignored workspace files (the judge supplies its own infrastructure): "
                                  + ", ".join(solution.ignored[:12]))
-        started = time.perf_counter()
-        if stage != "compile" and cfg.fork_workers:
-            # The workers' fork server imports torch while the solution is checked and built.
-            fork_server.start_soon(self.python, self.worker_env("reference"))
-        try:
-            module = self._compile_stage(task, solution, verdict)
-            if stage != "compile":
-                with _Run(self, task, solution, module, verdict) as run:
-                    run.verify()
-                    if stage == "profile":
-                        run.profile()
-        except _Stop:
-            pass
-        except Exception as exc:  # fail closed: whatever the candidate's files or replies set off, a verdict
-            _unexplained(verdict, exc)
+        return verdict
+
+    def settle(self, verdict: Verdict, stage: str, solution: Solution, started: float) -> None:
+        """What every verdict ends with: its total time, which speedups are paid, the rewards
+        and the feedback."""
+        cfg = self.config
         verdict.seconds["total"] = time.perf_counter() - started
         # A time the judge does not believe (timing.stability_problem) earns no speed milestone, and
         # neither does speed bought with precision the task did not offer, or precision not measured:
@@ -216,10 +238,9 @@ class Judge:
                 NOT_BUILT_AT_COMPILE
         else:
             verdict.feedback = render_feedback(verdict)
-        return verdict
 
     # -- stage 1 ------------------------------------------------------------------------------
-    def _compile_stage(self, task: Task, solution: Solution, verdict: Verdict) -> Path | None:
+    def compile_stage(self, task: Task, solution: Solution, verdict: Verdict) -> Path | None:
         self.progress("checking the solution's format")
         try:
             validate_solution(solution, task, self.backend)
@@ -392,6 +413,9 @@ class _Run(RunWorkers, RunVerification, RunTiming):
                  verdict: Verdict):
         self.judge, self.task, self.solution, self.module, self.verdict = judge, task, solution, module, verdict
         self.cfg = judge.config
+        # how many judges' workers share the machine's memory, for the workers' caps (a group's
+        # candidates count as judges of their own)
+        self.judges_sharing = self.cfg.judges_at_once
         self.timing = for_backend(self.cfg.timing, judge.backend)  # every tolerance settled for this backend
         self.rng = judge._rng
         self.stack = ExitStack()
@@ -425,6 +449,7 @@ class _Run(RunWorkers, RunVerification, RunTiming):
         self.precision_unchecked: str | None = None  # why the task offers no yardstick for some outputs
         self.inline_builds: list[dict[str, Any]] = []  # what the candidate's load_inline calls built
         self.inline_failure: tuple[str, str] | None = None  # (status, why) of a load_inline not built
+        self.buffer: str | None = None  # in a group: the name of the reference's exchange buffer for this candidate
 
     def __enter__(self) -> "_Run":
         return self

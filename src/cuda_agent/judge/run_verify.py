@@ -4,6 +4,7 @@ process recorded while it ran them (a part of ``judge._Run``)."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ..solution import MODEL_FILE
@@ -19,6 +20,36 @@ UNMEASURED_PRECISION_NOTE = "the precision of the outputs could not be measured 
 UNCHECKED_PRECISION_NOTE = "precision not checked"
 PRECISION_NOTES = (REDUCED_PRECISION_NOTE, UNMEASURED_PRECISION_NOTE, UNCHECKED_PRECISION_NOTE)
 PROFILE_ATTEMPTS = 3  # calls of forward under the profiler before an empty kernel record counts
+HELD = "expected"  # the name the reference holds a check's output under, on the GPU
+
+
+@dataclass
+class CheckDraw:
+    """One check's secrets and the reference's side of it: drawn once, and every candidate
+    judged against it (one, or a group's: ``judge.evaluate_many``) is checked on the same."""
+
+    index: int
+    weight_seed: int
+    state: dict  # the weights the reference drew, for the candidate to load
+    input_seed: int
+    digest_key: int
+    reply: dict  # the reference's reply to ``run``: its output (or where it holds it), inputs, audit
+
+    def reference_for(self, buffer: str | None) -> dict:
+        """The reference's reply as one candidate is checked against it: with that candidate's
+        own exchange buffer where the reference made one for each of a group's (``buffer``)."""
+        if buffer is None or "exchanges" not in self.reply:
+            return self.reply
+        offers = self.reply["exchanges"]
+        if not isinstance(offers, dict) or not isinstance(offers.get(buffer), dict):
+            raise WorkerError("runtime_error", "malformed reply to `run`: no exchange buffer for a candidate "
+                              "(something wrote on the judge's channel)")
+        return {**{k: v for k, v in self.reply.items() if k != "exchanges"}, "exchange": offers[buffer]}
+
+    def add_to(self, audit: TaskAudit) -> None:
+        """The reference's output (its sample, where the output stays on the GPU) to the task audit."""
+        audit.add(self.reply["sample"] if "sample" in self.reply else self.reply["output"],
+                  self.reply["identity_passes"])
 
 
 class RunVerification:
@@ -37,39 +68,73 @@ class RunVerification:
         v.seconds["start"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        audit = TaskAudit(cfg.atol, cfg.rtol, cfg.norm_rtol)
+        audit = self.new_audit()
         with self.judge.beside_timing():  # the checks wait while another judge times, where that is asked
             for i in range(cfg.num_checks):
                 self.judge.progress(f"check {i + 1}/{cfg.num_checks}")
-                self._load_weights(self._seed(), perturb=i > 0)
-                seed = self._seed()
-                transform = CHECK_TRANSFORMS[i % len(CHECK_TRANSFORMS)]
-                key = self._seed()
-                ref = self._call(self.ref, "run", cfg.call_timeout_s,
-                                 {"input_seed": seed, "transform": transform, "audit": True,
-                                  "tolerance": [cfg.atol, cfg.rtol], "digest_key": key, "float64": cfg.check_precision,
-                                  **self._hold()},
-                                 expect={"output": object, "transform": str, "identity_passes": bool, "aliases": list,
-                                         "inputs_before": list, "inputs_after": list, "inputs": dict})
-                record = {"ops": cfg.runtime_checks,
-                          "kernels": cfg.runtime_checks and self.judge.backend == "cuda" and i == cfg.num_checks - 1}
-                changed = [int(k) for k in ref["inputs"]]
-                got = self._run_candidate(seed, ref["transform"], record, ref.get("exchange"))
-                if cfg.runtime_checks:
-                    self._assess(got["evidence"], record, warm=i > 0 or self.judge.backend == "cpu")
-                check, errors = self._compare(got, ref, i, "verify")
-                v.checks.append(check)
-                if v.checks[-1].passed and (aliased := check_aliases(ref, got, i)):
-                    v.checks.append(aliased)
-                if v.checks[-1].passed:
-                    self._add_precision(ref, errors)
-                    left = self._call(self.cand, "inputs", cfg.call_timeout_s,
-                                      {"digest_key": key, "return_inputs": changed},
-                                      expect={"inputs_after": list, "inputs": dict})
-                    if changed_inputs := check_inputs(ref, left, i, cfg):
-                        v.checks.append(changed_inputs)
-                audit.add(ref["sample"] if "sample" in ref else ref["output"], ref["identity_passes"])
+                draw = self.draw_check(i)
+                self.check_candidate(draw)
+                draw.add_to(audit)
         v.seconds["verify"] = time.perf_counter() - t0
+        self.end_verify(audit)
+
+    def new_audit(self) -> TaskAudit:
+        return TaskAudit(self.cfg.atol, self.cfg.rtol, self.cfg.norm_rtol)
+
+    def draw_check(self, index: int, buffers: list[str] | None = None) -> CheckDraw:
+        """The reference's side of check ``index``: fresh weights (moved off their default init
+        after the first check) and inputs from secret seeds, and its output, held on the GPU where
+        it is compared; with ``buffers``, one exchange buffer for each of a group's candidates."""
+        cfg = self.cfg
+        weight_seed = self._seed()
+        state = self._call(self.ref, "init_model", cfg.call_timeout_s,
+                           {"weight_seed": weight_seed, "perturb": index > 0}, expect={"state_dict": dict})["state_dict"]
+        seed = self._seed()
+        transform = CHECK_TRANSFORMS[index % len(CHECK_TRANSFORMS)]
+        key = self._seed()
+        ref = self._call(self.ref, "run", cfg.call_timeout_s,
+                         {"input_seed": seed, "transform": transform, "audit": True,
+                          "tolerance": [cfg.atol, cfg.rtol], "digest_key": key, "float64": cfg.check_precision,
+                          **self._hold(buffers)},
+                         expect={"output": object, "transform": str, "identity_passes": bool, "aliases": list,
+                                 "inputs_before": list, "inputs_after": list, "inputs": dict})
+        return CheckDraw(index, weight_seed, state, seed, key, ref)
+
+    def check_candidate(self, draw: CheckDraw) -> None:
+        """The candidate's side of a check: the reference's weights loaded, its call on the same
+        inputs with its records, its output compared, its aliases and what it left of its inputs.
+        In a group (``self.buffer`` named) the reference holds one output for every candidate,
+        and keeps it for the others."""
+        v, cfg, i = self.verdict, self.cfg, draw.index
+        self._call(self.cand, "load_weights", cfg.call_timeout_s,
+                   {"weight_seed": draw.weight_seed, "state_dict": draw.state})
+        self.weight_seed = draw.weight_seed
+        try:
+            ref = draw.reference_for(self.buffer)
+        except WorkerError as exc:
+            self._worker_failed("reference-eager", exc)
+        record = {"ops": cfg.runtime_checks,
+                  "kernels": cfg.runtime_checks and self.judge.backend == "cuda" and i == cfg.num_checks - 1}
+        changed = [int(k) for k in ref["inputs"]]
+        got = self._run_candidate(draw.input_seed, ref["transform"], record, ref.get("exchange"))
+        if cfg.runtime_checks:
+            self._assess(got["evidence"], record, warm=i > 0 or self.judge.backend == "cpu")
+        check, errors = self._compare(got, ref, i, "verify", keep=self.buffer is not None)
+        v.checks.append(check)
+        if v.checks[-1].passed and (aliased := check_aliases(ref, got, i)):
+            v.checks.append(aliased)
+        if v.checks[-1].passed:
+            self._add_precision(ref, errors)
+            left = self._call(self.cand, "inputs", cfg.call_timeout_s,
+                              {"digest_key": draw.digest_key, "return_inputs": changed},
+                              expect={"inputs_after": list, "inputs": dict})
+            if changed_inputs := check_inputs(ref, left, i, cfg):
+                v.checks.append(changed_inputs)
+
+    def end_verify(self, audit: TaskAudit) -> None:
+        """After the last check: no process of the candidate's left running, the task audit's
+        findings noted, and the verdict: incorrect at the first failed check, else correct."""
+        v = self.verdict
         self._check_processes("after its checks")
         if findings := audit.findings():
             v.task_audit = {"null_solutions_that_pass": findings}
@@ -81,20 +146,24 @@ class RunVerification:
         self._report_precision()
 
     # -- comparison: on the GPU where the outputs are, or on the host -------------------------
-    def _hold(self) -> dict:
-        """What asks the reference to keep its output on the GPU and open the exchange buffer."""
+    def _hold(self, buffers: list[str] | None = None) -> dict:
+        """What asks the reference to keep its output on the GPU and open the exchange buffer: this
+        candidate's (``self.buffer`` in a group, else the one), or one for each of ``buffers``."""
         if self.judge.backend == "cuda" and self.cfg.compare_on_device:
-            return {"hold": "expected", "exchange": True}
+            return {"hold": HELD, "exchange": list(buffers) if buffers is not None else (self.buffer or True)}
         return {}
 
-    def _compare(self, got: dict, ref: dict, index: int, phase: str) -> tuple[CheckResult, list[tuple[str, float, float]]]:
+    def _compare(self, got: dict, ref: dict, index: int, phase: str,
+                 keep: bool = False) -> tuple[CheckResult, list[tuple[str, float, float]]]:
         """The candidate's output (``got["output"]``) against the reference's, and its precision
         errors where the check passed: in the reference's process on the GPU when both sides used
-        the exchange buffer, else here."""
+        the exchange buffer, else here. ``keep``: the reference keeps its output, for the other
+        candidates of a group."""
         cfg = self.cfg
+        held = {"hold": HELD, **({"buffer": self.buffer} if self.buffer else {}), **({"keep": True} if keep else {})}
         if "exchange" in ref and "exchange_error" not in got:
             reply = self._call(self.ref, "compare_exchanged", cfg.call_timeout_s,
-                               {"output": got["output"], "hold": "expected", "index": index, "phase": phase,
+                               {"output": got["output"], "index": index, "phase": phase, **held,
                                 "tolerance": {"atol": cfg.atol, "rtol": cfg.rtol, "norm_rtol": cfg.norm_rtol}},
                                expect={"check": dict, "precision_errors": list})
             self.verdict.settings.setdefault("outputs_compared_on", "gpu")
@@ -103,7 +172,7 @@ class RunVerification:
         if "exchange" in ref or "exchange_error" in ref:
             self._note_exchange(str(got.get("exchange_error") or ref.get("exchange_error")))
             if "exchange" in ref:  # the reference holds its output: it comes whole, as the candidate's did
-                expected = self._call(self.ref, "held_output", cfg.call_timeout_s, {"hold": "expected"},
+                expected = self._call(self.ref, "held_output", cfg.call_timeout_s, held,
                                       expect={"output": object})["output"]
         self.verdict.settings["outputs_compared_on"] = "host"  # once on the host, reported so
         return compare_and_measure(got["output"], expected, index, cfg.atol, cfg.rtol, ref.get("float64"),
@@ -244,9 +313,10 @@ class RunVerification:
                                    "callbacks removed or switched off in its process)"))
         return found
 
-    def _load_weights(self, weight_seed: int, perturb: bool = False) -> None:
+    def _load_weights(self, weight_seed: int) -> None:
+        """Fresh weights from the reference, at their default init, loaded into the candidate."""
         state = self._call(self.ref, "init_model", self.cfg.call_timeout_s,
-                           {"weight_seed": weight_seed, "perturb": perturb},
+                           {"weight_seed": weight_seed, "perturb": False},
                            expect={"state_dict": dict})["state_dict"]
         self._call(self.cand, "load_weights", self.cfg.call_timeout_s,
                    {"weight_seed": weight_seed, "state_dict": state})

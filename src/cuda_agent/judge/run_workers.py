@@ -223,7 +223,7 @@ class RunWorkers:
     def start_workers(self, *roles: tuple[str, str]) -> list[WorkerProcess]:
         """Start workers in parallel; if any fails, the candidate's failure is reported first."""
         machine = self._room_for(len(roles))
-        cap = memory.resolve_cap(self.cfg.memory_limit_bytes, self.cfg.judges_at_once, machine)
+        cap = memory.resolve_cap(self.cfg.memory_limit_bytes, self.judges_sharing, machine)
         with self.judge.beside_timing(host=True), ThreadPoolExecutor(len(roles)) as pool:
             futures = [pool.submit(self._spawn, role, mode, cap) for role, mode in roles]
         names = [role if role == "candidate" else f"{role}-{mode}" for role, mode in roles]

@@ -361,7 +361,8 @@ class Worker:
         self.kept: list[Any] = []
         self.held: dict[str, Any] = {}  # reference outputs kept on the device by name (``run``'s ``hold``)
         self.held_norms: dict[str, Any] = {}  # and their float64 norms, for the precision check
-        self.exchanges: list[Any] = []  # reference: exchange buffers made (the last is in use), kept
+        self.exchanges: list[Any] = []  # reference: every exchange buffer made, kept while it may be mapped
+        self.buffers: dict[str, Any] = {}  # reference: the buffer in use for each candidate, by name
         self.mapped: dict[str, Any] = {}  # candidate: exchange buffers mapped, by handle
         self.hide: tuple[str, ...] = ()
         self.flags_before: dict[str, Any] = {}
@@ -640,18 +641,23 @@ class Worker:
         if msg.get("audit"):
             reply["identity_passes"] = self._identity_passes(inputs, output, msg.get("tolerance", (1e-2, 1e-2)))
         if self.role == "reference" and msg.get("hold"):
-            self._hold(str(msg["hold"]), output, reply, bool(msg.get("exchange")), bool(msg.get("copy")))
+            exchange = msg.get("exchange")
+            self._hold(str(msg["hold"]), output, reply,
+                       exchange if isinstance(exchange, (list, str)) else bool(exchange), bool(msg.get("copy")))
         if self.role == "candidate" and msg.get("exchange"):
             reply["output"] = self._share(output, msg["exchange"], reply)
         return reply
 
-    def _hold(self, name: str, output: Any, reply: dict, exchange: bool, copy: bool = False) -> None:
+    def _hold(self, name: str, output: Any, reply: dict, exchange: bool | str | list, copy: bool = False) -> None:
         """Keep a reference output where it was computed, for ``compare_held`` or
         ``compare_exchanged``: it never crosses to the judge. With ``copy``, a copy of it: a model
         that returns the same memory on every call would otherwise hold one output under two
         names, which always agree. With ``exchange``, the reply carries
         the exchange buffer the candidate writes its output into (``device_exchange``), and the
-        audit's sample of the output; where CUDA IPC does not work, the output goes whole."""
+        audit's sample of the output; where CUDA IPC does not work, the output goes whole.
+        ``exchange`` a list of names: one buffer for each (``exchanges`` in the reply), for the
+        candidates of a group judged against this one output, none of which sees another's; a name:
+        that candidate's buffer alone."""
         from . import device_exchange
         from .audit import sample_output
         from .correctness import map_tensors, tensor_leaves
@@ -662,14 +668,21 @@ class Worker:
                 reply["exchange_error"] = "the reference's output has tensors in host memory"
                 return
             slots, nbytes = device_exchange.layout(output)
+            names = [str(n) for n in exchange] if isinstance(exchange, list) else [exchange if isinstance(exchange, str) else ""]
             try:
-                if not self.exchanges or self.exchanges[-1].nbytes < nbytes:
-                    # An older buffer stays allocated: the candidate may still have it mapped.
-                    self.exchanges.append(device_exchange.ExchangeBuffer(nbytes))
+                for buffer in names:
+                    if buffer not in self.buffers or self.buffers[buffer].nbytes < nbytes:
+                        # An older buffer stays allocated: the candidate may still have it mapped.
+                        self.buffers[buffer] = device_exchange.ExchangeBuffer(nbytes)
+                        self.exchanges.append(self.buffers[buffer])
             except device_exchange.ExchangeUnavailable as exc:
                 reply["exchange_error"] = str(exc)
                 return
-            reply["exchange"] = {"handle": self.exchanges[-1].handle, "slots": slots}
+            offers = {n: {"handle": self.buffers[n].handle, "slots": slots} for n in names}
+            if isinstance(exchange, list):
+                reply["exchanges"] = offers
+            else:
+                reply["exchange"] = offers[names[0]]
             reply["sample"] = sample_output(output)
         self.held[name] = map_tensors(lambda t: t.detach().clone(), output) if copy else output
         self.held_norms[name] = reply.get("float64")
@@ -697,7 +710,8 @@ class Worker:
         buffer, against the held output, on the device; and its precision errors where the check
         passed (``correctness.precision_errors``). The candidate's description is not trusted: one
         that does not fit the buffer, or that claims a tensor matching the reference's dtype and
-        shape was not copied, fails the check."""
+        shape was not copied, fails the check. ``buffer``: the name of the candidate's buffer (a
+        group's); ``keep``: the held output stays for the group's other candidates (``release``)."""
         from . import device_exchange, protocol
         from .correctness import CheckResult, compare_and_measure
 
@@ -705,9 +719,11 @@ class Worker:
         tolerance = msg["tolerance"]
         # The candidate's description crossed the channel, so its tuples are plain and its dict
         # keys strings: the held output is compared in that form, as on the host.
-        expected, norms = protocol.as_received(self.held.pop(name)), self.held_norms.pop(name, None)
+        expected, norms = protocol.as_received(self._held(msg)), self.held_norms.get(name)
+        if not msg.get("keep"):
+            self.held_norms.pop(name, None)
         try:
-            candidate, complete = device_exchange.rebuild(msg["output"], self.exchanges[-1].tensor)
+            candidate, complete = device_exchange.rebuild(msg["output"], self.buffers[str(msg.get("buffer", ""))].tensor)
         except device_exchange.MalformedOutput as exc:
             failed = CheckResult(index, False, message=f"the candidate's description of its output is malformed: {exc}",
                                  phase=phase)
@@ -722,7 +738,18 @@ class Worker:
 
     def held_output(self, msg: dict) -> dict:
         """Reference: a held output, sent whole (where the candidate could not use the buffer)."""
-        return {"output": self.held.pop(str(msg["hold"]))}
+        return {"output": self._held(msg)}
+
+    def _held(self, msg: dict) -> Any:
+        """The output held under ``msg["hold"]``: kept with ``msg["keep"]``, else let go."""
+        name = str(msg["hold"])
+        return self.held[name] if msg.get("keep") else self.held.pop(name)
+
+    def release(self, msg: dict) -> dict:
+        """Reference: let go of a held output that a group's candidates were compared with."""
+        self.held.pop(str(msg["hold"]), None)
+        self.held_norms.pop(str(msg["hold"]), None)
+        return {}
 
     def compare_held(self, msg: dict) -> dict:
         """Reference: compare two outputs this process holds (``run``'s ``hold``), where they
@@ -845,10 +872,12 @@ class Worker:
         return {}
 
     def _map_arena(self, arena: dict) -> None:
-        """A timed worker: map the stager's arena (once: every session stages into the same one)."""
+        """A timed worker: map the stager's arena (once: every session of a run stages into the
+        same one; a group's reference, the calibration of each of its candidates in turn, maps
+        each candidate's stager's arena in its turn)."""
         from . import input_arena
 
-        if self._arena is not None:
+        if self._arena is not None and (self.device != "cuda" or self._arena[2].handle == arena["handle"]):
             return
         nbytes = int(arena["nbytes"])
         if self.device == "cuda":
@@ -1085,7 +1114,7 @@ def serve(fd_in: int, fd_out: int, arena_fd: int = -1) -> None:
         "run": worker.run, "time": worker.time, "outputs": worker.outputs, "inputs": worker.inputs,
         "workload": worker.workload, "peaks": worker.peaks,
         "compare_held": worker.compare_held, "compare_exchanged": worker.compare_exchanged,
-        "held_output": worker.held_output, "arena": worker.arena, "stage": worker.stage,
+        "held_output": worker.held_output, "release": worker.release, "arena": worker.arena, "stage": worker.stage,
     }
     while True:
         try:

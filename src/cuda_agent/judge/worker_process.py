@@ -96,6 +96,8 @@ class WorkerProcess:
         self._oom_kills = memory.oom_kills()  # the kernel's count, to tell its kills from others'
         self.proc: subprocess.Popen | ForkedProcess | None = None
         self._send_fd = self._recv_fd = -1  # the channel, once started
+        # One exchange at a time: a group's reference is asked by the threads of its candidates.
+        self._channel = threading.Lock()
         self._start()
 
     def _start(self) -> None:
@@ -291,7 +293,13 @@ class WorkerProcess:
         ``spin_s``: poll for the reply this long before sleeping (timing steps, see protocol).
         ``on_request``: answers what the worker asks of the judge before it replies (a message with
         a ``request`` field: a single-file solution's build); the time it takes is not the worker's.
+        Exchanges from several threads take turns; ``timeout_s`` counts from this one's turn.
         """
+        with self._channel:
+            return self._exchange(message, timeout_s, max_bytes, what, spin_s, on_request)
+
+    def _exchange(self, message: dict[str, Any], timeout_s: float, max_bytes: int, what: str, spin_s: float,
+                  on_request: Callable[[dict[str, Any]], dict[str, Any]] | None) -> dict[str, Any]:
         what = what or str(message.get("cmd") or message.get("step") or "request")
         if self.proc.poll() is not None:
             raise self._failure("it had already stopped")
