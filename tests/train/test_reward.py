@@ -164,3 +164,65 @@ def test_a_bad_timing_setting_is_named_before_any_pool_starts(tmp_path):
         make_judge_pool({"backend": "cpu", "cache_dir": tmp_path, "timing": {"target_seconds": -1}})
     with pytest.raises(TrainError, match="a mapping of TimingConfig fields"):
         make_judge_pool({"backend": "cpu", "cache_dir": tmp_path, "timing": 0.2})
+
+
+class GroupPool:
+    """A pool that judges groups: records each call, gives every solution its own reward."""
+
+    backend = "cpu"
+
+    def __init__(self, fault: str | None = None):
+        self.calls: list[tuple[str, list[str]]] = []
+        self.fault = fault
+
+    async def evaluate(self, task, solution, stage):
+        raise AssertionError("a pool that judges groups is asked for groups")
+
+    async def evaluate_many(self, task, solutions, stage):
+        from cuda_agent.judge.verdict import Verdict
+
+        self.calls.append((task.name, [s.sha256 for s in solutions]))
+        if self.fault == "hang":
+            await asyncio.sleep(30)
+        if self.fault == "fail":
+            raise RuntimeError("worker lost")
+        return [Verdict(status="ok", task=task.name, task_sha256=task.sha256, solution_sha256=s.sha256,
+                        backend="cpu", correct=True, reward=1 + int(s.sha256, 16) % 3) for s in solutions]
+
+
+def test_a_group_is_split_over_the_rewards_concurrency_in_order():
+    from cuda_agent.cluster.pool import split_group
+
+    assert split_group(list(range(16)), 4) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15]]
+    assert split_group(list(range(5)), 2) == [[0, 1, 2], [3, 4]]
+    assert split_group([1, 2], 4) == [[1], [2]] and split_group([], 4) == []
+
+
+def test_a_tasks_replies_are_judged_in_one_group_run_each_scored_as_its_own(demo_tasks):
+    pool = GroupPool()
+    reward = JudgeReward(pool, concurrency=1)
+    fast, slow = files_reply(FAST), files_reply(family.solution_files("slow"))
+    a, b = demo_tasks[0], demo_tasks[1]
+    results = asyncio.run(reward.score_many([fast, slow, fast, "prose", slow], [a, a, a, a, b]))
+    # one run per task, each solution once within it; the bad reply never reaches the judge
+    assert sorted((name, len(shas)) for name, shas in pool.calls) == sorted([(a.name, 2), (b.name, 1)])
+    expected = {s.sha256: 1.0 + int(s.sha256, 16) % 3 for s in map(solution_from_reply, (fast, slow))}
+    assert results[0].score == results[2].score == expected[solution_from_reply(fast).sha256]
+    assert results[1].score == results[4].score == expected[solution_from_reply(slow).sha256]
+    assert results[3].score == -1.0 and "no usable solution" in results[3].reason
+    assert [r.cached for r in results] == [False, False, True, False, False]
+    assert reward.judge_calls == 3
+    # judged once: a second batch asks the judge nothing
+    again = asyncio.run(reward.score_many([fast, slow], [a, a]))
+    assert [r.cached for r in again] == [True, True] and len(pool.calls) == 2
+
+
+def test_a_group_run_that_hangs_or_fails_scores_every_reply_minus_one(demo_tasks):
+    replies = [files_reply(FAST), files_reply(family.solution_files("slow"))]
+    hung = asyncio.run(JudgeReward(GroupPool("hang"), timeout_s=0.2, concurrency=1).score_many(replies, [demo_tasks[0]] * 2))
+    assert [r.score for r in hung] == [-1.0, -1.0] and all("group of 2" in r.reason for r in hung)
+    failed = asyncio.run(JudgeReward(GroupPool("fail")).score_many(replies, [demo_tasks[0]] * 2))
+    assert [r.score for r in failed] == [-1.0, -1.0] and all("worker lost" in r.reason for r in failed)
+    # group=False: one run per reply, through evaluate (which this pool refuses)
+    (alone,) = asyncio.run(JudgeReward(GroupPool(), group=False).score_many(replies[:1], [demo_tasks[0]]))
+    assert alone.score == -1.0 and "asked for groups" in alone.reason

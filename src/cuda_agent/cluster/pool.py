@@ -40,6 +40,10 @@ class JudgePool(Protocol):
     async def evaluate(self, task: Task, solution: Solution, stage: str) -> Verdict:
         ...
 
+    async def evaluate_many(self, task: Task, solutions: list[Solution], stage: str) -> list[Verdict]:
+        """The candidates of one task judged together (``Judge.evaluate_many``), in one run."""
+        ...
+
     async def check_reference(self, task: Task) -> ReferenceReport:
         ...
 
@@ -127,6 +131,29 @@ def _evaluate(task: Task, solution: Solution, stage: str, tag: int | None = None
     return _relayed(tag, "evaluate", task, solution, stage)
 
 
+def _evaluate_many(task: Task, solutions: list[Solution], stage: str, tag: int | None = None) -> list[Verdict]:
+    return _relayed(tag, "evaluate_many", task, solutions, stage)
+
+
+def group_timeout(timeout_s: float | None, candidates: int) -> float | None:
+    """A group run's time limit from one judge's: its candidates are checked together and
+    profiled one at a time (``judge.group``), so it may take as long as that many judges."""
+    return None if timeout_s is None else timeout_s * max(1, candidates)
+
+
+def split_group(items: list, ways: int) -> list[list]:
+    """``items`` (a group's candidates) in at most ``ways`` group runs of sizes that differ by one
+    at most, in order: a large group spread over a pool's judges."""
+    ways = max(1, min(ways, len(items)))
+    size, extra = divmod(len(items), ways)
+    parts, start = [], 0
+    for k in range(ways):
+        end = start + size + (k < extra)
+        parts.append(items[start:end])
+        start = end
+    return [p for p in parts if p]
+
+
 def _check_reference(task: Task, tag: int | None = None) -> ReferenceReport:
     return _relayed(tag, "check_reference", task)
 
@@ -193,6 +220,10 @@ class LocalJudgePool:
                        progress: Callable[[str], None] | None = None) -> Verdict:
         return await self._with_progress(_evaluate, progress, task, solution, stage)
 
+    async def evaluate_many(self, task: Task, solutions: list[Solution], stage: str,
+                            progress: Callable[[str], None] | None = None) -> list[Verdict]:
+        return await self._with_progress(_evaluate_many, progress, task, solutions, stage)
+
     async def check_reference(self, task: Task, progress: Callable[[str], None] | None = None) -> ReferenceReport:
         return await self._with_progress(_check_reference, progress, task)
 
@@ -250,6 +281,9 @@ class SpreadJudgePool:
 
     async def evaluate(self, task: Task, solution: Solution, stage: str, **kwargs: Any) -> Verdict:
         return await self._on_least_busy("evaluate", task, solution, stage, **kwargs)
+
+    async def evaluate_many(self, task: Task, solutions: list[Solution], stage: str, **kwargs: Any) -> list[Verdict]:
+        return await self._on_least_busy("evaluate_many", task, solutions, stage, **kwargs)
 
     async def check_reference(self, task: Task, **kwargs: Any) -> ReferenceReport:
         return await self._on_least_busy("check_reference", task, **kwargs)

@@ -33,7 +33,7 @@ from ..judge.reference import ReferenceReport
 from ..judge.verdict import Verdict
 from ..solution import Solution
 from ..task import Task
-from .pool import _check_reference, _evaluate, start_hosted_judge
+from .pool import _check_reference, _evaluate, _evaluate_many, start_hosted_judge
 
 RAY_TEMP_ROOT = Path(os.environ.get("RAY_TMPDIR", "/tmp")) / "ray"  # Ray's default session root
 
@@ -329,6 +329,11 @@ class RayJudgePool:
     async def evaluate(self, task: Task, solution: Solution, stage: str, timeout_s: float | None = None) -> Verdict:
         """The judge's verdict; a run longer than ``timeout_s`` is stopped and raises TimeoutError."""
         return await self.workers.run(_evaluate, (task, solution, stage), timeout_s)
+
+    async def evaluate_many(self, task: Task, solutions: list[Solution], stage: str,
+                            timeout_s: float | None = None) -> list[Verdict]:
+        """The candidates of one task judged together on one judge (``Judge.evaluate_many``)."""
+        return await self.workers.run(_evaluate_many, (task, solutions, stage), timeout_s)
 
     async def check_reference(self, task: Task) -> ReferenceReport:
         return await self.workers.run(_check_reference, (task,), None)

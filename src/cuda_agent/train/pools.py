@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from ..cluster.pool import _check_reference, _evaluate, settle_pool, start_hosted_judge
+from ..cluster.pool import _check_reference, _evaluate, _evaluate_many, settle_pool, start_hosted_judge
 from ..errors import ConfigError
 from ..judge.config import JudgeConfig, TimingConfig
 from .extras import TrainError
@@ -30,6 +30,7 @@ class TrainJudgePool:
     # the functions a pool process runs (module level, so that a spawned process can import them)
     start: Callable[..., None] = staticmethod(start_hosted_judge)
     run_evaluate: Callable[..., Any] = staticmethod(_evaluate)
+    run_evaluate_many: Callable[..., Any] = staticmethod(_evaluate_many)
     run_check_reference: Callable[..., Any] = staticmethod(_check_reference)
 
     def __init__(self, config: JudgeConfig | None = None, max_concurrent: int | None = None) -> None:
@@ -45,6 +46,11 @@ class TrainJudgePool:
     async def evaluate(self, task: Any, solution: Any, stage: str, timeout_s: float | None = None) -> Any:
         """The judge's verdict; a run longer than ``timeout_s`` is stopped and raises TimeoutError."""
         return await self._submit(type(self).run_evaluate, (task, solution, stage), timeout_s)
+
+    async def evaluate_many(self, task: Any, solutions: list[Any], stage: str, timeout_s: float | None = None) -> list[Any]:
+        """The verdicts of one task's candidates judged together (``Judge.evaluate_many``); a run
+        longer than ``timeout_s`` is stopped and raises TimeoutError."""
+        return await self._submit(type(self).run_evaluate_many, (task, solutions, stage), timeout_s)
 
     async def check_reference(self, task: Any) -> Any:
         return await self._submit(type(self).run_check_reference, (task,), None)

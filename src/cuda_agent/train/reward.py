@@ -8,6 +8,9 @@ and so does a judge that fails or runs past ``timeout_s`` (stopped there by a po
 time limit, ``pools.TrainJudgePool``).
 
 * **Bounded**: at most ``concurrency`` judge runs at once (the pool has its own bound too).
+* **Judged together**: ``score_many`` judges the replies of one task (a GRPO group) in group runs
+  of the pool's, each against one reference run (``Judge.evaluate_many``), where the pool offers
+  it: split into at most ``concurrency`` runs, so that a group uses every slot it may.
 * **Judged once**: results are kept by content hash (task, solution, stage, kind); identical
   solutions in flight at the same moment share one judge run. With ``log_path`` every result is
   appended to a JSONL file as it comes and read back on start, so a rerun judges nothing twice.
@@ -32,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.env import REWARD_KINDS
+from ..cluster.pool import group_timeout, split_group
 from ..errors import SolutionFormatError
 from ..solution import validate_solution
 from ..task import Task
@@ -41,9 +45,9 @@ KINDS = REWARD_KINDS  # the agent environment's reward kinds: one list for both
 TIMEOUTS = (asyncio.TimeoutError, concurrent.futures.TimeoutError, TimeoutError)
 
 
-def _takes_timeout(pool: Any) -> bool:
+def _takes_timeout(pool: Any, method: str = "evaluate") -> bool:
     try:
-        return "timeout_s" in inspect.signature(pool.evaluate).parameters
+        return "timeout_s" in inspect.signature(getattr(pool, method)).parameters
     except (TypeError, ValueError):
         return False
 
@@ -82,7 +86,8 @@ class JudgeReward:
     """Scores replies with ``pool`` (a ``cluster.JudgePool``)."""
 
     def __init__(self, pool: Any, *, kind: str = "milestone", stage: str = "profile", concurrency: int = 4,
-                 timeout_s: float = 900.0, log_path: Path | str | None = None, use_cache: bool = True) -> None:
+                 timeout_s: float = 900.0, log_path: Path | str | None = None, use_cache: bool = True,
+                 group: bool = True) -> None:
         if kind not in KINDS:
             raise ValueError(f"reward kind must be one of {', '.join(KINDS)}, not {kind!r}")
         if stage not in STAGES:
@@ -93,6 +98,7 @@ class JudgeReward:
         self.concurrency, self.timeout_s = concurrency, timeout_s
         self.log_path = Path(log_path) if log_path else None
         self.use_cache = use_cache  # off only to measure the judge itself (benchmarks)
+        self.group = group  # score_many judges each task's replies in one group run, where the pool can
         self.cache: dict[str, RewardResult] = {}
         self.judge_calls = 0
         self.judge_seconds = 0.0
@@ -130,8 +136,9 @@ class JudgeReward:
                 self._gates[loop_id] = asyncio.Semaphore(self.concurrency)
             return self._gates[loop_id]
 
-    async def score(self, reply: str, task: Task) -> RewardResult:
-        started = time.monotonic()
+    def _prepare(self, reply: str, task: Task, started: float) -> RewardResult | tuple[Any, str]:
+        """A reply's score where it needs no judge (no usable solution, or judged before), logged;
+        else its solution and content key."""
         try:
             solution = solution_from_reply(reply)
             validate_solution(solution, task, self.pool.backend)
@@ -146,6 +153,14 @@ class JudgeReward:
             result = RewardResult(hit.score, hit.reason, hit.fields, True, key)
             self._log(result, task, False, time.monotonic() - started)
             return result
+        return solution, key
+
+    async def score(self, reply: str, task: Task) -> RewardResult:
+        started = time.monotonic()
+        prepared = self._prepare(reply, task, started)
+        if isinstance(prepared, RewardResult):
+            return prepared
+        solution, key = prepared
         flight = (id(asyncio.get_running_loop()), key)
         if self.use_cache and flight in self._inflight:  # the same solution is being judged right now: share its result
             shared = await asyncio.shield(self._inflight[flight])
@@ -192,6 +207,9 @@ class JudgeReward:
             finally:
                 self.judge_calls += 1
                 self.judge_seconds += time.monotonic() - started
+        return self._result(verdict, key)
+
+    def _result(self, verdict: Any, key: str) -> RewardResult:
         fields = verdict_fields(verdict)
         value = verdict.reward if self.kind == "milestone" else verdict.reward_continuous
         result = RewardResult(float(value), "" if verdict.correct else (verdict.error or verdict.status), fields,
@@ -200,7 +218,90 @@ class JudgeReward:
         return result
 
     async def score_many(self, replies: list[str], tasks: list[Task]) -> list[RewardResult]:
-        return list(await asyncio.gather(*(self.score(r, t) for r, t in zip(replies, tasks, strict=True))))
+        """Every reply's score. With ``group`` and a pool that judges groups (``evaluate_many``),
+        the replies of one task (a GRPO group) are judged in one run against one reference run;
+        each reply still scores what it would alone."""
+        if not (self.group and hasattr(self.pool, "evaluate_many")):
+            return list(await asyncio.gather(*(self.score(r, t) for r, t in zip(replies, tasks, strict=True))))
+        started = time.monotonic()
+        results: list[RewardResult | None] = [None] * len(replies)
+        groups: dict[str, list[tuple[int, Task, Any, str]]] = {}
+        for i, (reply, task) in enumerate(zip(replies, tasks, strict=True)):
+            prepared = self._prepare(reply, task, started)
+            if isinstance(prepared, RewardResult):
+                results[i] = prepared
+            else:
+                groups.setdefault(task.sha256, []).append((i, task, *prepared))
+        await asyncio.gather(*(self._score_group(members, results, started) for members in groups.values()))
+        return results  # type: ignore[return-value]  # every place filled
+
+    async def _score_group(self, members: list[tuple[int, Task, Any, str]], results: list, started: float) -> None:
+        """Judge one task's replies in one group run: each solution once (one in flight elsewhere
+        is waited for), and every reply given its solution's result."""
+        loop, task = asyncio.get_running_loop(), members[0][1]
+        judged_here: list[tuple[Any, str, asyncio.Future]] = []  # (solution, key, its result to come)
+        waits: list[tuple[int, str, asyncio.Future, bool]] = []  # (place, key, result, judged for this place)
+        mine: dict[str, asyncio.Future] = {}
+        for i, _, solution, key in members:
+            flight = (id(loop), key)
+            if self.use_cache and key in mine:
+                waits.append((i, key, mine[key], False))
+            elif self.use_cache and flight in self._inflight:
+                waits.append((i, key, self._inflight[flight], False))
+            else:
+                future = loop.create_future()
+                judged_here.append((solution, key, future))
+                if self.use_cache:
+                    mine[key] = self._inflight[flight] = future
+                waits.append((i, key, future, True))
+        try:
+            if judged_here:
+                parts = split_group([(s, k) for s, k, _ in judged_here], self.concurrency)
+                outcomes = [r for part in await asyncio.gather(*(self._judge_group(task, p) for p in parts))
+                            for r in part]
+                for (_, _, future), result in zip(judged_here, outcomes):
+                    future.set_result(result)
+        except BaseException as exc:
+            for _, _, future in judged_here:
+                if not future.done():
+                    future.set_exception(exc)
+                    future.exception()  # retrieved here, so no "never retrieved" warning when nobody shares it
+            raise
+        finally:
+            if self.use_cache:
+                for _, key, _ in judged_here:
+                    self._inflight.pop((id(loop), key), None)
+        for i, key, future, first in waits:
+            result = await asyncio.shield(future)
+            if not first:
+                result = RewardResult(result.score, result.reason, result.fields, True, key)
+            results[i] = result
+            self._log(result, task, first, time.monotonic() - started)
+
+    async def _judge_group(self, task: Task, items: list[tuple[Any, str]]) -> list[RewardResult]:
+        """One group run of the pool's for ``items`` (solution, key), holding one slot of the
+        reward's concurrency; its time limit grows with the group (``group_timeout``)."""
+        limit = group_timeout(self.timeout_s, len(items))
+        solutions = [s for s, _ in items]
+        async with self._gate():
+            started = time.monotonic()
+            try:
+                if _takes_timeout(self.pool, "evaluate_many"):
+                    verdicts = await self.pool.evaluate_many(task, solutions, self.stage, timeout_s=limit)
+                else:
+                    verdicts = await asyncio.wait_for(self.pool.evaluate_many(task, solutions, self.stage), limit)
+                if len(verdicts) != len(items):
+                    raise RuntimeError(f"{len(verdicts)} verdicts for {len(items)} solutions")
+            except TIMEOUTS:
+                return [RewardResult(-1.0, f"the judge took longer than {limit:.0f} s for a group of {len(items)}",
+                                     {"status": "timeout"}, False, key) for _, key in items]
+            except Exception as exc:  # noqa: BLE001 - a failed judge run scores -1, it never ends training
+                return [RewardResult(-1.0, f"the judge failed: {type(exc).__name__}: {exc}",
+                                     {"status": "judge_error"}, False, key) for _, key in items]
+            finally:  # each candidate waited as long as its group
+                self.judge_calls += len(items)
+                self.judge_seconds += (time.monotonic() - started) * len(items)
+        return [self._result(verdict, key) for verdict, (_, key) in zip(verdicts, items)]
 
     def score_blocking(self, replies: list[str], tasks: list[Task]) -> list[RewardResult]:
         """``score_many`` for callers without an event loop."""
