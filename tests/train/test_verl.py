@@ -214,6 +214,45 @@ def test_agent_loop_masks_tool_tokens_stops_at_the_turn_limit_and_logs_the_traje
     assert rows == [] and report.dropped["budget_overrun"] == 1  # the turn limit cut it: no RFT row
 
 
+def verl_returns(response_mask, reward, response_length):
+    """The returns verl's GAE gives a response's generated tokens (gamma 1, lambda 0.95, the
+    paper's; values 0), with the reward where verl's agent loop puts it: on the response's last
+    token (``AgentLoopWorker._postprocess``, ``rm_scores`` at the attention mask's last position)."""
+    import torch
+    from verl.trainer.ppo.core_algos import compute_gae_advantage_return
+
+    n = len(response_mask)
+    mask, rewards = torch.zeros(1, response_length), torch.zeros(1, response_length)
+    mask[0, :n] = torch.tensor(response_mask, dtype=torch.float32)
+    rewards[0, n - 1] = reward
+    _, returns = compute_gae_advantage_return(rewards, torch.zeros(1, response_length), mask, torch.tensor(1.0),
+                                              torch.tensor(0.95))
+    return returns[0, :n][mask[0, :n].bool()]
+
+
+def test_a_trajectory_cut_inside_a_tool_output_keeps_its_reward(tokenizer, train_pool, tmp_path, demo_tasks):
+    replies = [tool_call("read", {"path": "model.py"}), tool_call("glob", {"pattern": "*"})]
+    generated = len(tokenizer(replies[0] + "<|im_end|>", add_special_tokens=False)["input_ids"])
+    length = generated + 40  # the file the model reads is longer: the budget runs out inside its text
+    output, server = run_loop(tokenizer, train_pool, replies, tmp_path / "cut", demo_tasks[0],
+                              **{"response_length": length})
+    assert output.extra_fields["stop_reason"] == "max_response_length" and len(server.requests) == 1
+    # the response ends on the last token the model generated, and the reward reaches every one
+    assert output.response_mask == [1] * generated
+    assert len(output.response_ids) == len(output.response_logprobs) == generated
+    returns = verl_returns(output.response_mask, output.reward_score, length)
+    assert output.reward_score == -1.0 and float(returns[-1]) == -1.0 and bool((returns < 0).all())
+    # had it ended inside the tool's output, verl's GAE would have given every token a return of 0
+    lost = verl_returns(output.response_mask + [0] * (length - generated), output.reward_score, length)
+    assert bool((lost == 0).all())
+    # a trajectory the turn limit ended, untruncated, scores the same way
+    whole, _ = run_loop(tokenizer, train_pool, replies, tmp_path / "whole", demo_tasks[0],
+                        **{"multi_turn.max_assistant_turns": 2, "response_length": 60000})
+    assert whole.response_mask[-1] == 1 and whole.extra_fields["stop_reason"] == "max_turns"
+    returns = verl_returns(whole.response_mask, whole.reward_score, 60000)
+    assert float(returns[-1]) == -1.0 and bool((returns < 0).all())
+
+
 @pytest.mark.slow
 def test_agent_loop_scores_the_best_solution_with_the_judge(tokenizer, train_pool, tmp_path, demo_tasks):
     files = family.solution_files("fast")

@@ -7,7 +7,10 @@ through verl's server manager (token in, token out), parse the reply's tool call
 agent's own parser (so malformed calls come back to the model as errors, as in the agent loop,
 instead of being dropped), step the environment, and append the observation's tokens.
 ``response_mask`` is 1 on the model's tokens and 0 on every token the environment added; the
-outcome reward is set on the output, so verl's reward loop is skipped for these rows.
+outcome reward is set on the output, so verl's reward loop is skipped for these rows. verl puts
+that reward on the response's last token, and its GAE passes over tokens whose mask is 0: so the
+response ends with the last token the model generated (``ends_on_model_token``), also when the
+token budget ran out inside a tool's output, where a -1 would otherwise count as 0.
 
 The paper's limits apply: ``multi_turn.max_assistant_turns`` turns (150 by default here) and
 ``response_length`` tokens after the prompt (model and tool tokens alike; 128k in the agentic
@@ -49,6 +52,20 @@ from verl.experimental.agent_loop.agent_loop import (  # noqa: E402  (after the 
 DEFAULT_TURNS = 150
 DEFAULT_TOOL_CHARS = 28_000
 _log_lock = threading.Lock()
+
+
+def ends_on_model_token(response: list[int], mask: list[int],
+                        logprobs: list[float]) -> tuple[list[int], list[int], list[float]]:
+    """The response cut after the last token the model generated (mask 1), with its mask and
+    log-probabilities (where there are any): the tool tokens after it are context the model is
+    never trained on, and verl would put the trajectory's reward on the last of them, where its
+    GAE cannot see it. A response without a generated token is left as it is."""
+    end = len(mask)
+    while end and not mask[end - 1]:
+        end -= 1
+    if not end:
+        return response, mask, logprobs
+    return response[:end], mask[:end], logprobs[:end]
 
 
 def message_dict(message: Message) -> dict[str, Any]:
@@ -134,14 +151,15 @@ class CudaAgentLoop(AgentLoopBase):
             if len(mask) >= self.response_length:
                 stop = "max_response_length"
         reward = env.outcome_reward()
-        response = ids[len(prompt_ids):]
+        length = self.response_length
+        response, mask, logprobs = ends_on_model_token(ids[len(prompt_ids):][:length], mask[:length],
+                                                       logprobs[:length])
         self._log(task, chat, prompt_ids, response, mask, logprobs, turns, reward, stop, env)
         extra = {"stop_reason": stop, "turns": env.turn, "best": env.best.summary() if env.best else None,
                  "task_id": task.name, "episode_s": time.monotonic() - started}
         return AgentLoopOutput(
-            prompt_ids=list(prompt_ids), response_ids=response[:self.response_length],
-            response_mask=mask[:self.response_length],
-            response_logprobs=logprobs[:self.response_length] if logprobs else None, reward_score=reward,
+            prompt_ids=list(prompt_ids), response_ids=response, response_mask=mask,
+            response_logprobs=logprobs or None, reward_score=reward,
             num_turns=2 * len(turns) + 1, metrics=AgentLoopMetrics(generate_sequences=generate_s, tool_calls=tools_s),
             extra_fields=extra)
 
