@@ -62,3 +62,14 @@ def test_grpo_trainer_exposes_the_tools_and_scores_every_rollout(train_pool, dem
     assert len(episodes) == 2 and all(e["reward"] == -1.0 for e in episodes)  # random weights solve nothing
     assert not list((tmp_path / "out" / "envs").iterdir())  # each rollout's workspace went when it ended
     assert isinstance(KernelToolEnv.profile.__doc__, str)
+
+
+def test_grpo_trains_with_the_papers_objective(tmp_path):
+    from cuda_agent.train.trl_grpo import GRPOSettings, grpo_config
+
+    config = grpo_config(tmp_path, GRPOSettings(), "cpu")
+    # per-sequence mean of token losses, then the mean over sequences (verl's seq-mean-token-mean),
+    # clip 0.2 / 0.28, no KL, the actor's learning rate
+    assert config.loss_type == "grpo"
+    assert (config.epsilon, config.epsilon_high, config.beta, config.learning_rate) == (0.2, 0.28, 0.0, 3e-6)
+    assert config.num_generations == 8

@@ -111,6 +111,9 @@ def grpo_config(out: Path, settings: GRPOSettings, device: str, **extra: Any):
         per_device_train_batch_size=settings.num_generations * settings.prompts_per_step,
         max_completion_length=settings.max_completion_length, temperature=settings.temperature,
         beta=0.0, epsilon=settings.clip_low, epsilon_high=settings.clip_high, use_cpu=device == "cpu",
+        # the paper's loss aggregation (verl's seq-mean-token-mean): each sequence's tokens averaged,
+        # then the sequences; TRL's default, dapo, averages every token of the batch at once
+        loss_type="grpo",
         bf16=device != "cpu", gradient_checkpointing=device != "cpu",  # bf16 on a CPU is emulated: slow
         save_strategy="steps", save_steps=settings.save_steps, save_total_limit=2, logging_steps=1,
         report_to=[], seed=settings.seed, lr_scheduler_type="constant", warmup_steps=0, disable_tqdm=True,
