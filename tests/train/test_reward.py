@@ -226,3 +226,32 @@ def test_a_group_run_that_hangs_or_fails_scores_every_reply_minus_one(demo_tasks
     # group=False: one run per reply, through evaluate (which this pool refuses)
     (alone,) = asyncio.run(JudgeReward(GroupPool(), group=False).score_many(replies[:1], [demo_tasks[0]]))
     assert alone.score == -1.0 and "asked for groups" in alone.reason
+
+
+def test_a_verdict_whose_speed_did_not_settle_is_judged_again_not_kept(demo_tasks, tmp_path):
+    from cuda_agent.judge.verdict import Verdict
+
+    class Pool:
+        backend = "cpu"
+
+        def __init__(self):
+            self.calls = 0
+
+        async def evaluate(self, task, solution, stage):
+            self.calls += 1
+            unsettled = self.calls == 1  # the first run's timing did not settle; the next one's did
+            return Verdict(status="ok", task=task.name, task_sha256=task.sha256, solution_sha256=solution.sha256,
+                           backend="cpu", correct=True, reward=1 if unsettled else 3,
+                           speedup_withheld="the timing was not stable enough to claim a speedup" if unsettled else None)
+
+    log = tmp_path / "rewards.jsonl"
+    pool = Pool()
+    reward = JudgeReward(pool, log_path=log)
+    reply = files_reply(FAST)
+    first = asyncio.run(reward.score(reply, demo_tasks[0]))
+    assert first.score == 1.0 and not first.settled
+    assert not JudgeReward(pool, log_path=log).cache  # a rerun does not read it back either
+    second = asyncio.run(reward.score(reply, demo_tasks[0]))  # judged again: it settles
+    assert second.score == 3.0 and second.settled and not second.cached and pool.calls == 2
+    third = asyncio.run(reward.score(reply, demo_tasks[0]))  # kept now
+    assert third.score == 3.0 and third.cached and pool.calls == 2

@@ -14,6 +14,8 @@ time limit, ``pools.TrainJudgePool``).
 * **Judged once**: results are kept by content hash (task, solution, stage, kind); identical
   solutions in flight at the same moment share one judge run. With ``log_path`` every result is
   appended to a JSONL file as it comes and read back on start, so a rerun judges nothing twice.
+  A correct solution whose speed the judge did not settle is judged again when it comes again
+  (``speed_settled``).
 * **Logged**: the result carries the verdict's fields (status, correct, speedups, timings) for the
   trainers' logs.
 
@@ -63,6 +65,8 @@ class RewardResult:
     fields: dict[str, Any] = field(default_factory=dict)  # the verdict's fields, for logging
     cached: bool = False
     key: str = ""
+    settled: bool = True  # judging the solution again would pay the same (``speed_settled``): kept
+
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,6 +80,15 @@ def verdict_fields(verdict: Any) -> dict[str, Any]:
         stats = timings.get(name)
         fields[f"{name}_ms"] = stats.get("median_ms") if isinstance(stats, dict) else None
     return fields
+
+
+def speed_settled(verdict: Any) -> bool:
+    """Whether judging the same solution again would pay the same but for noise: not where the
+    judge withheld a correct solution's speedup (a timing or a baseline that did not settle, which
+    another run may settle). Such a result is not kept: one unlucky timing would pay every later
+    copy of a fast kernel as if it were slow, and that task would teach nothing."""
+    return not (getattr(verdict, "correct", False) and (getattr(verdict, "speedup_withheld", None)
+                                                        or getattr(verdict, "compile_speedup_withheld", None)))
 
 
 def content_key(task: Task, solution_sha: str, stage: str, kind: str) -> str:
@@ -114,7 +127,7 @@ class JudgeReward:
                 entry = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a line cut short by a crash
-            if entry.get("key") and entry.get("judged"):
+            if entry.get("key") and entry.get("judged") and entry.get("settled", True):
                 self.cache[entry["key"]] = RewardResult(entry["score"], entry.get("reason", ""),
                                                         entry.get("fields", {}), True, entry["key"])
 
@@ -122,8 +135,8 @@ class JudgeReward:
         if self.log_path is None:
             return
         entry = {"key": result.key, "task": task.name, "score": result.score, "reason": result.reason,
-                 "fields": result.fields, "judged": judged, "cached": result.cached, "seconds": round(seconds, 3),
-                 "time": time.time()}
+                 "fields": result.fields, "judged": judged, "cached": result.cached, "settled": result.settled,
+                 "seconds": round(seconds, 3), "time": time.time()}
         with self._lock:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             with self.log_path.open("a") as fh:
@@ -213,8 +226,9 @@ class JudgeReward:
         fields = verdict_fields(verdict)
         value = verdict.reward if self.kind == "milestone" else verdict.reward_continuous
         result = RewardResult(float(value), "" if verdict.correct else (verdict.error or verdict.status), fields,
-                              False, key)
-        self.cache[key] = result
+                              False, key, speed_settled(verdict))
+        if result.settled:
+            self.cache[key] = result
         return result
 
     async def score_many(self, replies: list[str], tasks: list[Task]) -> list[RewardResult]:
