@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from cuda_agent.cli import app
 from cuda_agent.train.rows import read_parquet
+from cuda_agent.train.extras import TrainError
 
 runner = CliRunner()
 
@@ -52,6 +53,20 @@ def test_a_model_path_that_does_not_exist_is_refused(tmp_path, fixtures_dir):
     invoke("data", fixtures_dir / "tasks", "--out", rows, "--backend", "cpu")
     result = invoke("warmup", "--engine", "trl", "--model", tmp_path / "nowhere", "--data", rows)
     assert "does not exist" in str(result.exception)
+
+
+def test_loggers_are_checked_before_anything_runs(monkeypatch):
+    import importlib.util
+
+    from cuda_agent.train.extras import check_loggers, report_to
+
+    assert check_loggers(None) == ("console",) and report_to(check_loggers(["console", "console"])) == []
+    with pytest.raises(TrainError, match="unknown logger 'mlflow'"):
+        check_loggers(["mlflow"])
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
+    with pytest.raises(TrainError, match="pip install wandb"):
+        check_loggers(["console", "wandb"])
 
 
 def test_the_trl_engine_has_no_value_stage_and_says_why(tmp_path):

@@ -91,6 +91,22 @@ def test_agentic_reruns_resume_from_their_own_checkpoint(tmp_path):
         stage_settings(StageOptions(stage="agentic", model="m", data="d", resume_from="/x/checkpoints"))
 
 
+def test_validation_is_on_held_out_rows_only_and_checkpoints_are_bounded(tmp_path):
+    bare = composed("warmup", tmp_path / "bare")
+    assert bare.trainer.val_before_train is False and bare.trainer.test_freq == -1  # no held-out rows: none
+    held = composed("agentic", tmp_path / "held", val_data=str(tmp_path / "val.parquet"), val_every=5,
+                    keep_checkpoints=2, loggers=("console", "tensorboard"))
+    assert held.data.val_files == str(tmp_path / "val.parquet") and held.data.train_files.endswith("rows.parquet")
+    assert held.trainer.val_before_train is True and held.trainer.test_freq == 5
+    assert held.trainer.max_actor_ckpt_to_keep == held.trainer.max_critic_ckpt_to_keep == 2
+    assert list(held.trainer.logger) == ["console", "tensorboard"]
+    # collecting is validation: its episodes run on the rows it collects from, whatever is held out
+    collect = composed("collect", tmp_path / "collect", val_data=str(tmp_path / "val.parquet"))
+    assert collect.data.val_files == collect.data.train_files and collect.trainer.val_only is True
+    assert collect.trainer.val_before_train is True
+    assert composed("rft", tmp_path / "rft", keep_checkpoints=4).trainer.max_ckpt_to_keep == 4
+
+
 def test_the_reward_function_gets_the_judge_settings_and_a_log(tmp_path):
     c = composed("warmup", tmp_path, judge_backend="cpu", judge_concurrency=16, judge_cache_dir=str(tmp_path / "c"))
     kwargs = c.reward.custom_reward_function.reward_kwargs

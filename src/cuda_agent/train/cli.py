@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from .extras import TrainError
+from .extras import TrainError, check_loggers
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Train a model the CUDA Agent way: data, the four stages (verl or TRL), a CPU demo.")
@@ -122,10 +122,17 @@ def _stage_command(stage: str):
         judge_pool: str = typer.Option("local", "--judge-pool", help="Where the reward's judges run: local, or ray (actors across the Ray cluster's GPUs; pip install 'cuda-agent\\[ray]')."),
         ray_address: Optional[str] = typer.Option(None, "--ray-address", help="trl with --judge-pool ray: the cluster's HOST:PORT (default: start one here). verl joins its own cluster."),
         ray_resource: Optional[str] = typer.Option(None, "--judge-ray-resource", help="With --judge-pool ray: a custom resource only judge nodes carry, keeping judges off the trainer's GPUs."),
+        val_data: Optional[Path] = typer.Option(None, "--val-data", help="verl: held-out RL rows, validated before training and every --val-every steps (none without them)."),
+        val_every: int = typer.Option(10, "--val-every", help="verl: steps between validations (with --val-data)."),
+        keep_checkpoints: int = typer.Option(3, "--keep-checkpoints", help="Newest checkpoints kept (verl: actor and critic each)."),
+        logger: Optional[list[str]] = typer.Option(None, "--logger", help="Where training metrics go, besides the run's files: console (default), tensorboard, wandb; repeat for several."),
         extra: Optional[list[str]] = typer.Argument(None, help="verl: further Hydra overrides, passed through."),
     ) -> None:
         if engine not in ENGINES:
             raise TrainError(f"unknown engine {engine!r}; choose verl or trl")
+        if keep_checkpoints < 1 or val_every < 1:
+            raise TrainError("--keep-checkpoints and --val-every must be at least 1")
+        kept = {"keep_checkpoints": keep_checkpoints, "loggers": check_loggers(logger)}
         judge = {"pool": judge_pool, "ray_address": ray_address, "ray_resource": ray_resource}
         if judge_pool not in ("local", "ray") or ((ray_address or ray_resource) and judge_pool != "ray"):
             raise TrainError(f"--judge-pool takes local or ray (--ray-address and --judge-ray-resource need ray); "
@@ -135,10 +142,12 @@ def _stage_command(stage: str):
                 raise TrainError("verl runs in its own Ray cluster and its judges join it: leave --ray-address out")
             _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, batch_size, rollout_n, gpus,
                       nodes, rollout, tool_format, sequence_parallel, episodes, device, judge_concurrency, cache_dir,
-                      list(extra or []), judge)
+                      list(extra or []), judge, {**kept, "val_every": val_every, "val_data": val_data})
         else:
+            if val_data is not None:
+                raise TrainError("--val-data is verl's: the trl engine does not validate during training")
             _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, generations, max_completion,
-                     episodes, device, judge_concurrency, cache_dir, judge)
+                     episodes, device, judge_concurrency, cache_dir, judge, kept)
 
     command.__doc__ = {
         "warmup": "Stage 1: single-turn RL on the judge's reward (verl: PPO with a critic; trl: GRPO).",
@@ -152,20 +161,23 @@ def _stage_command(stage: str):
 
 def _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, batch_size, rollout_n, gpus, nodes,
               rollout, tool_format, sequence_parallel, episodes, device, judge_concurrency, cache_dir, extra,
-              judge) -> None:
+              judge, kept) -> None:
     from . import stages
     from .models import check_model_path
     from .rows import read_parquet
 
-    if data_path is not None:
-        read_parquet(data_path)  # exists and is not empty
+    for rows_path in (data_path, kept["val_data"]):
+        if rows_path is not None:
+            read_parquet(rows_path)  # exists and is not empty
+    val_data = kept.pop("val_data")
     options = stages.StageOptions(
         stage=stage, model=check_model_path(model) if not dry_run else model,
         data=str(data_path.resolve()) if data_path else None, out=out_dir, critic=critic, resume_from=resume_from,
         batch_size=batch_size, rollout_n=rollout_n, collect_samples=episodes, gpus_per_node=gpus, nodes=nodes,
         rollout=rollout, tool_format=tool_format, sequence_parallel=sequence_parallel, judge_backend=device or "cuda",
         judge_concurrency=judge_concurrency or 4, judge_cache_dir=str(cache_dir) if cache_dir else None,
-        judge_pool=judge["pool"], judge_ray_resource=judge["ray_resource"], extra=extra)
+        judge_pool=judge["pool"], judge_ray_resource=judge["ray_resource"], extra=extra,
+        val_data=str(val_data.resolve()) if val_data else None, **kept)
     if dry_run and not stages.verl_installed():
         argv, _ = stages.command(options)
         out.print(" \\\n  ".join(argv))
@@ -187,7 +199,7 @@ def _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, ba
 
 
 def _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, generations, max_completion, episodes,
-             device, judge_concurrency, cache_dir, judge) -> None:
+             device, judge_concurrency, cache_dir, judge, kept) -> None:
     from .extras import require
     from .models import check_model_path, resolve_device
     from .rows import read_parquet
@@ -204,8 +216,8 @@ def _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, gen
     if stage == "rft":
         from .trl_sft import SFTSettings, run_sft
 
-        final = run_sft(model, rows, directory, SFTSettings(epochs=epochs, learning_rate=learning_rate or 1e-5),
-                        device=device)
+        final = run_sft(model, rows, directory, SFTSettings(epochs=epochs, learning_rate=learning_rate or 1e-5,
+                                                            **kept), device=device)
         out.print(f"RFT model: {final}")
         return
     from .pools import make_judge_pool
@@ -217,7 +229,7 @@ def _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, gen
         from .trl_grpo import GRPOSettings, run_agentic_grpo, run_grpo
 
         settings = GRPOSettings(steps=steps, learning_rate=learning_rate or 3e-6, num_generations=generations,
-                                max_completion_length=max_completion)
+                                max_completion_length=max_completion, **kept)
         if stage == "warmup":
             from .reward import JudgeReward
 

@@ -16,3 +16,26 @@ class TrainError(CudaAgentError):
 def require(module: str) -> ModuleType:
     """Import ``module`` or say which extra installs it."""
     return import_extra(module, EXTRAS.get(module.split(".")[0], "trl"), "this", TrainError)
+
+
+LOGGERS = {"console": None, "tensorboard": "tensorboard", "wandb": "wandb"}  # name: the package it needs
+
+
+def check_loggers(names: list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
+    """The trainers' loggers (verl's ``trainer.logger``, TRL's ``report_to``): known names whose
+    package is installed, or a TrainError that says what to install. None: the console alone."""
+    import importlib.util
+
+    chosen = tuple(dict.fromkeys(names or ("console",)))
+    for name in chosen:
+        if name not in LOGGERS:
+            raise TrainError(f"unknown logger {name!r}; choose from {', '.join(LOGGERS)}")
+        package = LOGGERS[name]
+        if package and importlib.util.find_spec(package) is None:
+            raise TrainError(f"the {name} logger needs the {package} package: pip install {package}")
+    return chosen
+
+
+def report_to(loggers: tuple[str, ...]) -> list[str]:
+    """TRL's ``report_to`` for ``loggers`` (its console output is its own)."""
+    return [name for name in loggers if name != "console"]

@@ -62,7 +62,10 @@ class StageOptions:
     stage: str
     model: str                           # the actor's starting point (an HF model path or id)
     data: str | None = None              # rows (Parquet): RL rows, or RFT rows for the rft stage
-    val_data: str | None = None
+    val_data: str | None = None          # held-out RL rows: validated before training and every val_every steps
+    val_every: int = 10
+    keep_checkpoints: int = 3            # newest checkpoints kept (actor and critic; the RFT model's)
+    loggers: tuple[str, ...] = ("console",)   # verl's trainer.logger: console, tensorboard, wandb
     out: Path = Path("train-runs")
     critic: str | None = None            # the critic's starting point (default: the model)
     resume_from: str | None = None       # agentic: the value stage's checkpoint folder
@@ -139,7 +142,7 @@ def _common(options: StageOptions) -> dict[str, Any]:
     return {
         "trainer.project_name": "cuda-agent", "trainer.experiment_name": options.stage,
         "trainer.default_local_dir": str(d / "checkpoints"), "trainer.n_gpus_per_node": options.gpus_per_node,
-        "trainer.nnodes": options.nodes, "trainer.logger": ["console"],
+        "trainer.nnodes": options.nodes, "trainer.logger": list(options.loggers),
     }
 
 
@@ -191,6 +194,13 @@ def _ppo(options: StageOptions, *, agentic: bool) -> dict[str, Any]:
     settings: dict[str, Any] = {
         **PAPER_PPO, **_common(options),
         "data.train_files": options.data, "data.val_files": options.val_data or options.data,
+        # validation: on held-out rows only, before training and every val_every steps; without them
+        # none (verl's default ran full greedy episodes of the whole training set before step one,
+        # at every stage and restart, and never again)
+        "trainer.val_before_train": bool(options.val_data),
+        "trainer.test_freq": options.val_every if options.val_data else -1,
+        "trainer.max_actor_ckpt_to_keep": options.keep_checkpoints,
+        "trainer.max_critic_ckpt_to_keep": options.keep_checkpoints,
         "data.train_batch_size": options.batch_size, "data.max_prompt_length": prompt,
         "data.max_response_length": context - prompt, "data.return_raw_chat": True,
         "actor_rollout_ref.model.path": options.model, "critic.model.path": options.critic or options.model,
@@ -201,7 +211,7 @@ def _ppo(options: StageOptions, *, agentic: bool) -> dict[str, Any]:
         "reward.custom_reward_function.path": reward_function_path(),
         "reward.custom_reward_function.name": "compute_score",
         **{f"+reward.custom_reward_function.reward_kwargs.{k}": v for k, v in reward_kwargs(options).items()},
-        "trainer.total_epochs": options.epochs, "trainer.save_freq": 10, "trainer.test_freq": -1,
+        "trainer.total_epochs": options.epochs, "trainer.save_freq": 10,
     }
     if agentic:
         settings.update({
@@ -232,12 +242,14 @@ def stage_settings(options: StageOptions) -> tuple[str, dict[str, Any]]:
             "data.custom_cls.name": "RFTDataset",
             "model.path": options.model, "optim.lr": options.rft_lr, "trainer.total_epochs": options.rft_epochs,
             "checkpoint.save_contents": ["model", "optimizer", "extra", "hf_model"],
+            "trainer.max_ckpt_to_keep": options.keep_checkpoints,
         }
     settings = _ppo(options, agentic=options.stage != "warmup")
     if options.stage == "warmup":
         settings["actor_rollout_ref.rollout.agent.default_agent_loop"] = "single_turn_agent"
     elif options.stage == "collect":
-        settings.update({"trainer.val_only": True, "trainer.val_before_train": True,
+        settings.update({"trainer.val_only": True, "trainer.val_before_train": True,  # the episodes are validation's
+                         "data.val_files": options.data,
                          "actor_rollout_ref.rollout.val_kwargs.n": options.collect_samples,
                          "actor_rollout_ref.rollout.val_kwargs.temperature": 1.0,
                          "actor_rollout_ref.rollout.val_kwargs.do_sample": True})

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .extras import TrainError, require
+from .extras import TrainError, report_to, require
 from .cpu_memory import keep_freed_memory
 from .models import FINAL, last_checkpoint, save_final
 from .reward import JudgeReward
@@ -41,6 +41,8 @@ class GRPOSettings:
     max_tool_calling_iterations: int = 150
     save_steps: int = 10
     seed: int = 0
+    keep_checkpoints: int = 3
+    loggers: tuple[str, ...] = ("console",)  # extras.check_loggers
 
 
 def completion_text(completion: Any) -> str:
@@ -115,8 +117,8 @@ def grpo_config(out: Path, settings: GRPOSettings, device: str, **extra: Any):
         # then the sequences; TRL's default, dapo, averages every token of the batch at once
         loss_type="grpo",
         bf16=device != "cpu", gradient_checkpointing=device != "cpu",  # bf16 on a CPU is emulated: slow
-        save_strategy="steps", save_steps=settings.save_steps, save_total_limit=2, logging_steps=1,
-        report_to=[], seed=settings.seed, lr_scheduler_type="constant", warmup_steps=0, disable_tqdm=True,
+        save_strategy="steps", save_steps=settings.save_steps, save_total_limit=settings.keep_checkpoints,
+        logging_steps=1, report_to=report_to(settings.loggers), seed=settings.seed, lr_scheduler_type="constant", warmup_steps=0, disable_tqdm=True,
         **extra)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..llm.text_protocol import to_text_messages
 from ..llm.messages import Message, ToolCall, with_object_arguments
-from .extras import TrainError, require
+from .extras import TrainError, report_to, require
 from .cpu_memory import keep_freed_memory
 from .models import FINAL, last_checkpoint, save_final
 from .rft import without_nulls
@@ -34,6 +34,8 @@ class SFTSettings:
     save_steps: int = 50
     seed: int = 0
     tool_format: str = "text"
+    keep_checkpoints: int = 3
+    loggers: tuple[str, ...] = ("console",)  # extras.check_loggers
 
 
 def text_protocol_messages(row: dict[str, Any]) -> list[dict[str, str]]:
@@ -87,8 +89,8 @@ def run_sft(model: str, rows: list[dict[str, Any]], out: Path, settings: SFTSett
         per_device_train_batch_size=settings.batch_size, gradient_accumulation_steps=settings.grad_accum,
         max_length=settings.max_length, assistant_only_loss=True, use_cpu=device == "cpu",
         bf16=device != "cpu", gradient_checkpointing=device != "cpu",  # bf16 on a CPU is emulated: slow
-        save_strategy="steps", save_steps=settings.save_steps, save_total_limit=2, logging_steps=1,
-        report_to=[], seed=settings.seed, lr_scheduler_type="constant", warmup_steps=0,
+        save_strategy="steps", save_steps=settings.save_steps, save_total_limit=settings.keep_checkpoints,
+        logging_steps=1, report_to=report_to(settings.loggers), seed=settings.seed, lr_scheduler_type="constant", warmup_steps=0,
         dataloader_num_workers=0, disable_tqdm=True)
     trainer = trl.SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
                              callbacks=callbacks or [])
