@@ -163,3 +163,79 @@ def test_one_converter_gives_the_request_the_rows_and_the_chat_template_forms():
     assert with_object_arguments(row) == rendered  # what RFT trains on is what the loop shows the model
     request = openai_message(reply, request=True), openai_message(result, request=True)
     assert request[0]["content"] is None and "name" not in request[1]
+
+
+def multi_call_trajectory(path):
+    """Five tool calls in the first turn (as the demo's expert makes them), then finish."""
+    calls = [call("read", {"path": "model.py"}, "a"), call("glob", {"pattern": "*"}, "b"),
+             call("write", {"path": "model_new.py", "content": "x"}, "c"),
+             call("write", {"path": "kernels/k.cpp", "content": "y"}, "d"), call("profile", {}, "e")]
+    with TrajectoryWriter(path) as w:
+        w.write({"type": "header", "t": 0, "version": 1, "episode_id": path.stem,
+                 "task": {"name": "t", "sha256": "x", "source": ""}, "model": "m", "provider": "p",
+                 "backend": "cpu", "settings": {}, "started_at": ""})
+        w.write({"type": "message", "t": 0, "turn": 0, "message": {"role": "system", "content": "skill"}})
+        w.write({"type": "message", "t": 0, "turn": 0, "message": {"role": "user", "content": "task"}})
+        w.write({"type": "message", "t": 1, "turn": 1,
+                 "message": {"role": "assistant", "content": "Reading first.", "tool_calls": calls}})
+        for c in calls:
+            w.write({"type": "tool", "t": 1, "turn": 1, "call": c, "is_error": False, "duration_s": 0,
+                     "verdict": None, "data": {},
+                     "message": {"role": "tool", "content": f"result of {c['id']}", "tool_call_id": c["id"],
+                                 "name": c["name"]}})
+        done = call("finish", {}, "f")
+        w.write({"type": "message", "t": 2, "turn": 2, "message": {"role": "assistant", "content": "", "tool_calls": [done]}})
+        w.write({"type": "tool", "t": 2, "turn": 2, "call": done, "is_error": False, "duration_s": 0, "verdict": None,
+                 "data": {}, "message": {"role": "tool", "content": "finished", "tool_call_id": "f", "name": "finish"}})
+        w.write({"type": "best", "t": 9, "turn": 1, "stage": "profile", "correct": True, "speedup_vs_compile": 2.0,
+                 "speedup_vs_eager": 2.0, "reward": 3, "files": {}})
+        w.write({"type": "end", "t": 9, "turn": 2, "stop_reason": "finished", "elapsed_s": 9, "usage": {}, "best": None})
+    return path
+
+
+def multi_call_dataset(tmp_path, tiny_tokenizer_dir, template):
+    import trl.chat_template_utils as templates
+    from omegaconf import OmegaConf
+    from transformers import AutoTokenizer
+
+    from cuda_agent.train.verl_sft_dataset import RFTDataset
+
+    (tmp_path / "t").mkdir()
+    (row,), report = rft_rows([multi_call_trajectory(tmp_path / "t" / "trajectory.jsonl")])
+    assert report.kept == 1 and sum(len(m.get("tool_calls") or []) for m in row["messages"]) == 6
+    path = write_parquet([row], tmp_path / "rft.parquet")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
+    tokenizer.chat_template = getattr(templates, template)  # the real template of a family users train
+    config = OmegaConf.create({"max_length": 200000, "truncation": "error", "messages_key": "messages",
+                               "tools_key": "tools", "pad_mode": "no_padding"})
+    return RFTDataset([str(path)], tokenizer, config), tokenizer, config, path
+
+
+@pytest.mark.parametrize("template", ["qwen2_5_chat_template", "qwen3_training_chat_template"])
+def test_turns_with_several_tool_calls_tokenize_as_the_template_renders_them(tmp_path, tiny_tokenizer_dir, template):
+    pytest.importorskip("verl")
+    from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
+
+    dataset, tokenizer, config, path = multi_call_dataset(tmp_path, tiny_tokenizer_dir, template)
+    item = dataset[0]  # verl's own check: the turns add up to the whole conversation as the template renders it
+    messages, tools = dataset._build_messages(dataset.dataframe.iloc[0].to_dict()), dataset.tools[0]
+    whole = tokenizer.apply_chat_template(messages, tools=tools, tokenize=True)
+    whole = whole["input_ids"] if hasattr(whole, "keys") else whole
+    assert item["input_ids"].tolist() == list(whole)
+    # the loss is on the assistant's two turns: every call, none of the results
+    trained = tokenizer.decode(item["input_ids"][item["loss_mask"].bool()])
+    assert all(f'"{name}"' in trained for name in ("read", "glob", "write", "profile", "finish"))
+    assert "result of" not in trained and "task" not in trained and "skill" not in trained
+    # these templates group a turn's tool results in one block, which verl's dataset, message by
+    # message, cannot tokenize
+    with pytest.raises(AssertionError):
+        MultiTurnSFTDataset([str(path)], tokenizer, config)[0]
+
+
+def test_a_template_that_takes_one_call_a_turn_says_so_and_what_to_do(tmp_path, tiny_tokenizer_dir):
+    pytest.importorskip("verl")
+    from cuda_agent.train.verl_sft_dataset import TemplateRefused
+
+    dataset, *_ = multi_call_dataset(tmp_path, tiny_tokenizer_dir, "llama3_1_chat_template")
+    with pytest.raises(TemplateRefused, match="single tool-calls.*up to 5 tool calls.*text protocol"):
+        dataset[0]
