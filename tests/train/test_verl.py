@@ -230,6 +230,25 @@ def test_agent_loop_masks_tool_tokens_stops_at_the_turn_limit_and_logs_the_traje
     assert rows == [] and report.dropped["budget_overrun"] == 1  # the turn limit cut it: no RFT row
 
 
+def test_the_loop_reads_the_tool_call_format_it_is_given(tokenizer, train_pool, tmp_path, demo_tasks):
+    from cuda_agent.train.verl_loop import tool_parser
+
+    xml = "<tool_call>\n<function=read>\n<parameter=path>\nmodel.py\n</parameter>\n</function>\n</tool_call>"
+    settings = {"multi_turn.max_assistant_turns": 2, "response_length": 60000}
+    run_loop(tokenizer, train_pool, [xml], tmp_path / "xml", demo_tasks[0],
+             **{"multi_turn.format": "qwen3_coder", **settings})
+    entry = json.loads(next((tmp_path / "xml" / "trajectories").glob("*.jsonl")).read_text())
+    assert entry["turns"][0]["reply"]["tool_calls"][0]["function"]["name"] == "read"
+    assert "class Model" in entry["turns"][0]["observation"][0]["content"]
+    # read as hermes, the same reply is a malformed call, which comes back to the model as an error
+    run_loop(tokenizer, train_pool, [xml], tmp_path / "hermes", demo_tasks[0], **settings)
+    entry = json.loads(next((tmp_path / "hermes" / "trajectories").glob("*.jsonl")).read_text())
+    assert entry["turns"][0]["reply"]["tool_calls"][0]["function"]["name"] == ""
+    assert "class Model" not in entry["turns"][0]["observation"][0]["content"]
+    with pytest.raises(TrainError, match="unknown tool-call format 'nope'.*qwen3_coder"):
+        tool_parser("nope", tokenizer)
+
+
 def verl_returns(response_mask, reward, response_length):
     """The returns verl's GAE gives a response's generated tokens (gamma 1, lambda 0.95, the
     paper's; values 0), with the reward where verl's agent loop puts it: on the response's last

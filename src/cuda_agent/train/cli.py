@@ -108,7 +108,7 @@ def _stage_command(stage: str):
         gpus: int = typer.Option(8, "--gpus", help="verl: GPUs per node."),
         nodes: int = typer.Option(1, "--nodes", help="verl: nodes in the Ray cluster."),
         rollout: str = typer.Option("vllm", "--rollout", help="verl: the rollout server, vllm or sglang."),
-        tool_format: str = typer.Option("hermes", "--tool-format", help="verl: the model's tool-call format."),
+        tool_format: str = typer.Option("hermes", "--tool-format", help="verl: the model's tool-call format, as verl's parsers name it: hermes (Qwen2.5, Qwen3), qwen3_coder, gpt-oss, glm, kimi, minimax, seed, deepseek_v4, gemma4."),
         sequence_parallel: int = typer.Option(1, "--sequence-parallel", help="verl: Ulysses sequence-parallel size (GPUs sharing one long sequence)."),
         steps: int = typer.Option(100, "--steps", help="trl: GRPO steps."),
         epochs: float = typer.Option(2.0, "--epochs", help="trl rft: epochs."),

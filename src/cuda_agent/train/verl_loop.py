@@ -3,9 +3,11 @@
 verl makes one instance per trajectory and awaits ``run``. Here ``run`` opens a workspace for the
 row's task (closed in ``finally``), builds the prompt tokens from the environment's opening
 messages and tool schemas with verl's continuous-token builder, and then alternates: generate
-through verl's server manager (token in, token out), parse the reply's tool calls with the
-agent's own parser (so malformed calls come back to the model as errors, as in the agent loop,
-instead of being dropped), step the environment, and append the observation's tokens.
+through verl's server manager (token in, token out), parse the reply's tool calls in the model's
+format (``multi_turn.format``: hermes with the agent's own parser, so that malformed calls come
+back to the model as errors, as in the agent loop, instead of being dropped; any other format
+verl parses, such as qwen3_coder, gpt-oss or glm, with verl's parser for it), step the
+environment, and append the observation's tokens.
 ``response_mask`` is 1 on the model's tokens and 0 on every token the environment added; the
 outcome reward is set on the output, so verl's reward loop is skipped for these rows. verl puts
 that reward on the response's last token, and its GAE passes over tokens whose mask is 0: so the
@@ -39,8 +41,8 @@ from typing import Any
 
 from ..agent.env import EnvSettings, KernelEnv
 from ..llm.text_protocol import parse_tool_calls
-from ..llm.messages import Message, openai_message
-from .extras import require
+from ..llm.messages import Message, ToolCall, openai_message
+from .extras import TrainError, require
 from .rft import LOOP_LOG_FORMAT
 from .rows import AGENT_NAME, task_of_row
 from .pools import judge_pool
@@ -48,10 +50,22 @@ from .pools import judge_pool
 require("verl")
 from verl.experimental.agent_loop.agent_loop import (  # noqa: E402  (after the check that names the extra)
     AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register)
+from verl.experimental.agent_loop.tool_parser import ToolParser  # noqa: E402
+from verl.tools.schemas import OpenAIFunctionToolSchema  # noqa: E402
 
 DEFAULT_TURNS = 150
 DEFAULT_TOOL_CHARS = 28_000
 _log_lock = threading.Lock()
+
+
+def tool_parser(name: str, tokenizer: Any) -> ToolParser | None:
+    """verl's parser of the model's tool-call format (``multi_turn.format``); None for hermes, which
+    the agent's own parser reads."""
+    if name == "hermes":
+        return None
+    if name not in ToolParser._registry:
+        raise TrainError(f"unknown tool-call format {name!r}: verl parses {', '.join(sorted(ToolParser._registry))}")
+    return ToolParser.get_tool_parser(name, tokenizer)
 
 
 def ends_on_model_token(response: list[int], mask: list[int],
@@ -82,6 +96,7 @@ class CudaAgentLoop(AgentLoopBase):
         super().__init__(*args, **kwargs)
         multi_turn = self.rollout_config.multi_turn
         self.max_turns = int(multi_turn.max_assistant_turns or DEFAULT_TURNS)
+        self.tool_parser = tool_parser(str(multi_turn.format or "hermes"), self.tokenizer)
         self.response_length = int(self.rollout_config.response_length)
         self.max_tool_chars = int(max_tool_chars or DEFAULT_TOOL_CHARS)
         self.pool = pool or judge_pool(judge)
@@ -109,6 +124,11 @@ class CudaAgentLoop(AgentLoopBase):
         chat = [message_dict(m) for m in opening]
         prompt_ids = await self.ct_build_initial_tokens(chat, tools=tools)
         ids, mask, logprobs = list(prompt_ids), [], []
+        if self.tool_parser is not None and self.tool_parser.stop_token_ids:
+            # a format whose call does not end in the end-of-turn token (Gemma 4's) stops at its own
+            stops = list(sampling_params.get("stop_token_ids") or [])
+            sampling_params = {**sampling_params, "stop_token_ids": stops + [t for t in self.tool_parser.stop_token_ids
+                                                                             if t not in stops]}
         request_id = uuid.uuid4().hex
         turns: list[dict[str, Any]] = []
         generate_s = tools_s = 0.0
@@ -123,7 +143,7 @@ class CudaAgentLoop(AgentLoopBase):
                 assistant_logprobs=output.log_probs or None)
             ids = merged.token_ids
             logprobs = merged_logprobs or []
-            content, calls = parse_tool_calls(self.tokenizer.decode(output.token_ids, skip_special_tokens=True))
+            content, calls = await self._parse(output.token_ids, tools, env.turn + 1)
             reply = Message("assistant", content, calls)
             turn = {"turn": env.turn + 1, "reply": message_dict(reply), "token_ids": list(output.token_ids)}
             chat = chat + [turn["reply"]]
@@ -162,6 +182,16 @@ class CudaAgentLoop(AgentLoopBase):
             response_logprobs=logprobs or None, reward_score=reward,
             num_turns=2 * len(turns) + 1, metrics=AgentLoopMetrics(generate_sequences=generate_s, tool_calls=tools_s),
             extra_fields=extra)
+
+    async def _parse(self, token_ids: list[int], tools: list[dict[str, Any]], turn: int) -> tuple[str, list[ToolCall]]:
+        """A reply's text and tool calls: in the hermes format by the agent's own parser (a malformed
+        call comes back to the model as an error, as in the agent loop), in any other by verl's parser
+        for that format (which leaves a malformed call out)."""
+        if self.tool_parser is None:
+            return parse_tool_calls(self.tokenizer.decode(token_ids, skip_special_tokens=True))
+        schemas = [OpenAIFunctionToolSchema.model_validate(t) for t in tools]
+        content, calls = await self.tool_parser.extract_tool_calls(list(token_ids), schemas)
+        return content, [ToolCall(c.tool_call_id or f"call_{turn}_{k}", c.name, c.arguments) for k, c in enumerate(calls)]
 
     def _log(self, task: Any, chat: list[dict[str, Any]], prompt_ids: list[int], response: list[int],
              mask: list[int], logprobs: list[float], turns: list[dict[str, Any]], reward: float, stop: str,
