@@ -147,6 +147,10 @@ def test_the_judge_pool_on_ray_reaches_verls_reward_and_agent_loop(tmp_path, fix
     result = invoke(*base, "--judge-pool", "ray", "--judge-ray-resource", "judge")
     assert result.exit_code == 0, result.output
     assert "reward_kwargs.pool=ray" in result.stdout and "reward_kwargs.ray_resource=judge" in result.stdout
+    assert "GPUs that hold the rollout engine" not in result.stderr
+    shared = invoke(*base)  # judges beside each verl worker, on the training GPUs: said, with the way out
+    assert shared.exit_code == 0 and "GPUs that hold the rollout engine" in shared.stderr
+    assert "--judge-ray-resource judge" in shared.stderr
     wrong = invoke(*base, "--judge-pool", "dask")
     assert wrong.exit_code != 0 and "--judge-pool takes local or ray" in str(wrong.exception or wrong.output)
     joined = invoke(*base, "--judge-pool", "ray", "--ray-address", "10.0.0.1:6379")

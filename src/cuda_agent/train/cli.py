@@ -159,6 +159,14 @@ def _stage_command(stage: str):
     return command
 
 
+JUDGES_SHARE_TRAINING_GPUS = (
+    "[yellow]The judges will time kernels on the GPUs that hold the rollout engine and the FSDP workers: "
+    "their timings are slowed and vary with training's load, and a kernel the judge cannot time steadily is "
+    "paid no speedup. To keep them apart, start the judge nodes with `ray start --address HEAD:6379 "
+    "--resources '{\"judge\": GPUS}'` and pass --judge-pool ray --judge-ray-resource judge "
+    "(docs/cluster.md).[/]")
+
+
 def _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, batch_size, rollout_n, gpus, nodes,
               rollout, tool_format, sequence_parallel, episodes, device, judge_concurrency, cache_dir, extra,
               judge, kept) -> None:
@@ -178,6 +186,8 @@ def _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, ba
         judge_concurrency=judge_concurrency or 4, judge_cache_dir=str(cache_dir) if cache_dir else None,
         judge_pool=judge["pool"], judge_ray_resource=judge["ray_resource"], extra=extra,
         val_data=str(val_data.resolve()) if val_data else None, **kept)
+    if options.judge_backend == "cuda" and not (options.judge_pool == "ray" and options.judge_ray_resource):
+        err.print(JUDGES_SHARE_TRAINING_GPUS)
     if dry_run and not stages.verl_installed():
         argv, _ = stages.command(options)
         out.print(" \\\n  ".join(argv))
