@@ -16,18 +16,22 @@ def call(name, args, cid="c0"):
 
 
 def trajectory(path, calls, *, stop="finished", reward=3, ended=True):
+    """An agent's trajectory: each item of ``calls`` a turn's call, or a list of one turn's calls."""
     with TrajectoryWriter(path) as w:
         w.write({"type": "header", "t": 0, "version": 1, "episode_id": path.stem,
                  "task": {"name": "t", "sha256": "x", "source": ""}, "model": "m", "provider": "p",
                  "backend": "cpu", "settings": {}, "started_at": ""})
         w.write({"type": "message", "t": 0, "turn": 0, "message": {"role": "system", "content": "skill"}})
         w.write({"type": "message", "t": 0, "turn": 0, "message": {"role": "user", "content": "task"}})
-        for turn, c in enumerate(calls, 1):
+        for turn, made in enumerate(calls, 1):
+            made = made if isinstance(made, list) else [made]
             w.write({"type": "message", "t": turn, "turn": turn,
-                     "message": {"role": "assistant", "content": "", "tool_calls": [c]}})
-            w.write({"type": "tool", "t": turn, "turn": turn, "call": c, "is_error": False, "duration_s": 0,
-                     "verdict": None, "data": {},
-                     "message": {"role": "tool", "content": "ok", "tool_call_id": c["id"], "name": c["name"]}})
+                     "message": {"role": "assistant", "content": "", "tool_calls": made}})
+            for c in made:
+                w.write({"type": "tool", "t": turn, "turn": turn, "call": c, "is_error": False, "duration_s": 0,
+                         "verdict": None, "data": {},
+                         "message": {"role": "tool", "content": f"ok: {c['id']}", "tool_call_id": c["id"],
+                                     "name": c["name"]}})
         if reward is not None:
             w.write({"type": "best", "t": 9, "turn": 1, "stage": "profile", "correct": reward > 0,
                      "speedup_vs_compile": 2.0, "speedup_vs_eager": 2.0, "reward": reward, "files": {}})
@@ -170,27 +174,7 @@ def multi_call_trajectory(path):
     calls = [call("read", {"path": "model.py"}, "a"), call("glob", {"pattern": "*"}, "b"),
              call("write", {"path": "model_new.py", "content": "x"}, "c"),
              call("write", {"path": "kernels/k.cpp", "content": "y"}, "d"), call("profile", {}, "e")]
-    with TrajectoryWriter(path) as w:
-        w.write({"type": "header", "t": 0, "version": 1, "episode_id": path.stem,
-                 "task": {"name": "t", "sha256": "x", "source": ""}, "model": "m", "provider": "p",
-                 "backend": "cpu", "settings": {}, "started_at": ""})
-        w.write({"type": "message", "t": 0, "turn": 0, "message": {"role": "system", "content": "skill"}})
-        w.write({"type": "message", "t": 0, "turn": 0, "message": {"role": "user", "content": "task"}})
-        w.write({"type": "message", "t": 1, "turn": 1,
-                 "message": {"role": "assistant", "content": "Reading first.", "tool_calls": calls}})
-        for c in calls:
-            w.write({"type": "tool", "t": 1, "turn": 1, "call": c, "is_error": False, "duration_s": 0,
-                     "verdict": None, "data": {},
-                     "message": {"role": "tool", "content": f"result of {c['id']}", "tool_call_id": c["id"],
-                                 "name": c["name"]}})
-        done = call("finish", {}, "f")
-        w.write({"type": "message", "t": 2, "turn": 2, "message": {"role": "assistant", "content": "", "tool_calls": [done]}})
-        w.write({"type": "tool", "t": 2, "turn": 2, "call": done, "is_error": False, "duration_s": 0, "verdict": None,
-                 "data": {}, "message": {"role": "tool", "content": "finished", "tool_call_id": "f", "name": "finish"}})
-        w.write({"type": "best", "t": 9, "turn": 1, "stage": "profile", "correct": True, "speedup_vs_compile": 2.0,
-                 "speedup_vs_eager": 2.0, "reward": 3, "files": {}})
-        w.write({"type": "end", "t": 9, "turn": 2, "stop_reason": "finished", "elapsed_s": 9, "usage": {}, "best": None})
-    return path
+    return trajectory(path, [calls, call("finish", {}, "f")])
 
 
 def multi_call_dataset(tmp_path, tiny_tokenizer_dir, template):
@@ -225,7 +209,7 @@ def test_turns_with_several_tool_calls_tokenize_as_the_template_renders_them(tmp
     # the loss is on the assistant's two turns: every call, none of the results
     trained = tokenizer.decode(item["input_ids"][item["loss_mask"].bool()])
     assert all(f'"{name}"' in trained for name in ("read", "glob", "write", "profile", "finish"))
-    assert "result of" not in trained and "task" not in trained and "skill" not in trained
+    assert "ok:" not in trained and "task" not in trained and "skill" not in trained
     # these templates group a turn's tool results in one block, which verl's dataset, message by
     # message, cannot tokenize
     with pytest.raises(AssertionError):
