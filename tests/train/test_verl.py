@@ -107,6 +107,53 @@ def test_validation_is_on_held_out_rows_only_and_checkpoints_are_bounded(tmp_pat
     assert composed("rft", tmp_path / "rft", keep_checkpoints=4).trainer.max_ckpt_to_keep == 4
 
 
+QWEN25_7B = {"hidden_size": 3584, "num_hidden_layers": 28, "vocab_size": 152064, "intermediate_size": 18944,
+             "num_attention_heads": 28, "num_key_value_heads": 4, "tie_word_embeddings": False}
+
+
+def test_the_memory_plan_refuses_a_layout_that_cannot_fit_and_says_what_to_change(tmp_path):
+    from cuda_agent.train import memory_plan
+
+    gib = memory_plan.GIB
+    shape = memory_plan.ModelShape.from_config(QWEN25_7B)
+    assert 7.6e9 < shape.parameters < 7.62e9  # Qwen2.5-7B: 7.62B, of which the biases are not counted
+    default = memory_plan.plan(shape, composed("agentic", tmp_path / "sp1"), 80 * gib)
+    # one full-length sequence a GPU: its logits alone, bf16 and the fp32 log-softmax, are 112 GiB
+    assert default.training["logits"] == 131_072 * 152_064 * 6
+    (problem,) = default.problems()
+    assert "--sequence-parallel" in problem and "offload" in problem
+    split = memory_plan.plan(shape, composed("agentic", tmp_path / "sp8", sequence_parallel=8), 80 * gib)
+    assert split.problems() == [] and split.training_bytes < 0.9 * 80 * gib
+    # actor and critic, weights, gradients and Adam in fp32, sharded over the 8 GPUs
+    assert split.training["model states"] == 32 * shape.parameters // 8
+    assert split.rollout["weights"] == 2 * shape.parameters // 2  # bf16 over verl's tensor parallel of 2
+    rft = memory_plan.plan(shape, composed("rft", tmp_path / "rft", sequence_parallel=8), 80 * gib, sft=True)
+    assert rft.training["model states"] == 16 * shape.parameters // 8 and not rft.rollout
+
+
+def test_the_dry_run_prints_the_memory_estimate_and_refuses_what_cannot_fit(tmp_path, fixtures_dir):
+    from typer.testing import CliRunner
+
+    from cuda_agent.cli import app
+
+    model = tmp_path / "qwen-7b-shaped"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(QWEN25_7B))
+    rows = tmp_path / "rows.parquet"
+    write_parquet(rl_rows(family.tasks(), mode="agentic", backend="cpu"), rows)
+
+    def dry_run(*args):
+        return CliRunner().invoke(app, ["train", "value", "--model", str(model), "--data", str(rows), "--out",
+                                        str(tmp_path / "runs"), "--dry-run", *args])
+
+    refused = dry_run()
+    assert refused.exit_code != 0 and "does not fit" in str(refused.exception)
+    assert "logits" in refused.stdout  # the table, then why
+    fits = dry_run("--sequence-parallel", "8")
+    assert fits.exit_code == 0, fits.output
+    assert "memory per GPU, estimated: 7.62B parameters" in fits.stdout
+
+
 def test_the_reward_function_gets_the_judge_settings_and_a_log(tmp_path):
     c = composed("warmup", tmp_path, judge_backend="cpu", judge_concurrency=16, judge_cache_dir=str(tmp_path / "c"))
     kwargs = c.reward.custom_reward_function.reward_kwargs

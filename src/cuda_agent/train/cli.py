@@ -124,6 +124,7 @@ def _stage_command(stage: str):
         ray_resource: Optional[str] = typer.Option(None, "--judge-ray-resource", help="With --judge-pool ray: a custom resource only judge nodes carry, keeping judges off the trainer's GPUs."),
         val_data: Optional[Path] = typer.Option(None, "--val-data", help="verl: held-out RL rows, validated before training and every --val-every steps (none without them)."),
         val_every: int = typer.Option(10, "--val-every", help="verl: steps between validations (with --val-data)."),
+        gpu_memory: float = typer.Option(80.0, "--gpu-memory", help="verl: GiB of memory each GPU has, for the memory estimate (80: an H100)."),
         keep_checkpoints: int = typer.Option(3, "--keep-checkpoints", help="Newest checkpoints kept (verl: actor and critic each)."),
         logger: Optional[list[str]] = typer.Option(None, "--logger", help="Where training metrics go, besides the run's files: console (default), tensorboard, wandb; repeat for several."),
         extra: Optional[list[str]] = typer.Argument(None, help="verl: further Hydra overrides, passed through."),
@@ -142,7 +143,7 @@ def _stage_command(stage: str):
                 raise TrainError("verl runs in its own Ray cluster and its judges join it: leave --ray-address out")
             _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, batch_size, rollout_n, gpus,
                       nodes, rollout, tool_format, sequence_parallel, episodes, device, judge_concurrency, cache_dir,
-                      list(extra or []), judge, {**kept, "val_every": val_every, "val_data": val_data})
+                      list(extra or []), judge, {**kept, "val_every": val_every, "val_data": val_data}, gpu_memory)
         else:
             if val_data is not None:
                 raise TrainError("--val-data is verl's: the trl engine does not validate during training")
@@ -169,7 +170,7 @@ JUDGES_SHARE_TRAINING_GPUS = (
 
 def _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, batch_size, rollout_n, gpus, nodes,
               rollout, tool_format, sequence_parallel, episodes, device, judge_concurrency, cache_dir, extra,
-              judge, kept) -> None:
+              judge, kept, gpu_memory) -> None:
     from . import stages
     from .models import check_model_path
     from .rows import read_parquet
@@ -197,6 +198,7 @@ def _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, ba
     argv, directory = stages.prepare(options)
     out.print(" \\\n  ".join(argv))
     out.print(f"config: {directory / 'config.yaml'}")
+    _check_memory(options.model, stage, directory, gpu_memory)
     if dry_run:
         return
     if stages.gpu_count() == 0:
@@ -206,6 +208,31 @@ def _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, ba
     if code != 0:
         raise TrainError(f"verl exited with {code}; its output is in {directory / 'run.log'}. Rerun the same command "
                          "to resume from the last checkpoint.")
+
+
+def _check_memory(model: str, stage: str, directory: Path, gpu_memory_gib: float) -> None:
+    """Print the per-GPU memory estimate of the composed stage (``memory_plan``), and refuse a
+    layout that cannot fit, with what to change."""
+    from omegaconf import OmegaConf
+    from rich.table import Table
+
+    from . import memory_plan
+
+    shape, why = memory_plan.read_shape(model)
+    if shape is None:
+        err.print(f"[yellow]memory not estimated: {why}[/]")
+        return
+    config = OmegaConf.load(directory / "config.yaml")
+    estimate = memory_plan.plan(shape, config, int(gpu_memory_gib * memory_plan.GIB), sft=stage == "rft")
+    table = Table(title=f"memory per GPU, estimated: {shape.parameters / 1e9:.2f}B parameters, "
+                        f"{gpu_memory_gib:.0f} GiB GPUs (memory_plan)")
+    for column in ("phase", "part", "GiB"):
+        table.add_column(column)
+    for phase, part, gib in estimate.rows():
+        table.add_row(phase, part, f"{gib:.1f}")
+    out.print(table)
+    if problems := estimate.problems():
+        raise TrainError("this layout does not fit: " + "; ".join(problems))
 
 
 def _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, generations, max_completion, episodes,
