@@ -149,6 +149,18 @@ def torch_crawl(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="session")
+def fast_timing_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The suite's short timing as a file for the commands' ``--timing``: commands run by tests then
+    time as the suite's judges do, and find the baselines those judges cached."""
+    import json
+    from dataclasses import asdict
+
+    path = tmp_path_factory.mktemp("timing") / "fast_timing.json"
+    path.write_text(json.dumps(asdict(FAST_TIMING)))
+    return path
+
+
+@pytest.fixture(scope="session")
 def judge_config(judge_cache: Path) -> Callable[..., JudgeConfig]:
     """Build a fast JudgeConfig on the shared cache; keyword arguments override fields. Its
     judges time with the cores to themselves (``exclusive_timing``), whatever else runs."""

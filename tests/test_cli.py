@@ -90,6 +90,31 @@ def test_bad_paths_and_counts_are_named_at_once(tmp_path, judge_cache):
     assert short.returncode == 2 and "--timing-seconds must be more than 0" in short.stderr, short.stderr
 
 
+@pytest.mark.parametrize("content, expected", [
+    (None, "--timing file {path} does not exist: write a JSON or TOML file"),
+    ("{not json", "--timing file {path} is not valid JSON"),
+    ('{"seconds": 1}', "--timing has no field seconds; it takes"),
+    ('{"min_calls": 0}', "--timing {path}: min_calls must be a whole number of at least 1; got 0"),
+])
+def test_a_bad_timing_file_is_refused_before_any_work(tmp_path, judge_cache, content, expected):
+    path = tmp_path / "timing.json"
+    if content is not None:
+        path.write_text(content)
+    result = cli("judge", str(TASK), str(CORRECT), "--device", "cpu", "--timing", str(path), cache=judge_cache,
+                 timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "".join(expected.format(path=path).split()) in "".join(result.stderr.split()), result.stderr
+
+
+def test_a_timing_file_in_toml_sets_the_judges_timing(tmp_path):
+    from cuda_agent.judge.config import TimingConfig
+
+    path = tmp_path / "timing.toml"
+    path.write_text("target_seconds = 0.5\nbaseline_sessions = 1\nflush_bytes = 16777216\n")
+    assert TimingConfig.from_file(path) == TimingConfig(target_seconds=0.5, baseline_sessions=1,
+                                                        flush_bytes=16 * 1024 * 1024)
+
+
 def test_version_and_help_texts(judge_cache):
     from importlib.metadata import version
 
@@ -99,12 +124,14 @@ def test_version_and_help_texts(judge_cache):
 
 
 @pytest.mark.slow
-def test_judge_json_is_last_on_stdout_and_exit_code_follows_correctness(judge_cache):
-    # Short timing sessions: what is tested is the output, not the time
-    ok = cli("judge", str(TASK), str(CORRECT), "--device", "cpu", "--json", "--timing-seconds", "0.2", cache=judge_cache)
+def test_judge_json_is_last_on_stdout_and_exit_code_follows_correctness(judge_cache, fast_timing_file):
+    # The suite's short timing, from a file: what is tested is the output, not the time
+    ok = cli("judge", str(TASK), str(CORRECT), "--device", "cpu", "--json", "--timing", str(fast_timing_file),
+             cache=judge_cache)
     assert ok.returncode == 0, ok.stderr
     verdict = json.loads(ok.stdout)  # nothing but the JSON on stdout
     assert verdict["status"] == "ok" and verdict["correct"] is True
+    assert verdict["settings"]["timing"] == json.loads(fast_timing_file.read_text())
     assert verdict["reward"] in (1, 2, 3)
     for key in ("speedup_vs_eager", "speedup_vs_compile", "timings", "violations", "checks", "feedback"):
         assert key in verdict
@@ -155,10 +182,11 @@ def test_verify_outside_a_workspace_says_how_to_name_the_task(tmp_path, judge_ca
 
 
 @pytest.mark.slow
-def test_demo_runs_on_the_cpu_backend(judge_cache):
-    # Short timing sessions: the command's path is what is tested (on two loaded cores the
+def test_demo_runs_on_the_cpu_backend(judge_cache, fast_timing_file):
+    # The suite's short timing: the command's path is what is tested (on two loaded cores the
     # default sessions took 150-300 s, most of it flushing a 300 MB cache before each call).
-    result = cli("demo", "--device", "cpu", "--json", "--timing-seconds", "0.2", cache=judge_cache, timeout=1200)
+    result = cli("demo", "--device", "cpu", "--json", "--timing", str(fast_timing_file), cache=judge_cache,
+                 timeout=1200)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     verdict = json.loads(result.stdout)
     assert verdict["correct"] is True and verdict["task"] == "fused_elementwise"

@@ -22,6 +22,7 @@ JsonOpt = typer.Option(False, "--json", help="Print the verdict as JSON, as the 
 CacheOpt = typer.Option(None, "--cache-dir", help="Build and baseline cache (default: ~/.cache/cuda-agent).")
 TimingSecondsOpt = typer.Option(None, "--timing-seconds", help="Target length of each timing session, in seconds (default 2; shorter is faster and less steady, as on a CPU).")
 PoolOpt = typer.Option("local", "--pool", help="Where judges run: local (processes on this machine) or ray (every GPU of a Ray cluster; pip install 'cuda-agent\\[ray]').")
+TimingFileOpt = typer.Option(None, "--timing", help="A JSON or TOML file of the judge's timing settings (TimingConfig's fields: calls, sessions, cache flush); --timing-seconds overrides its target.")
 RayAddressOpt = typer.Option(None, "--ray-address", help="With --pool ray: the cluster's HOST:PORT, or auto (default: start a Ray instance on this machine).")
 
 
@@ -47,16 +48,22 @@ def _main(show_version: bool = typer.Option(False, "--version", callback=_versio
 FLAGS = {"num_checks": "--checks", "atol": "--atol", "rtol": "--rtol", "target_seconds": "--timing-seconds"}
 
 
-def _config(device: Optional[str], cache_dir: Optional[Path], timing_seconds: Optional[float] = None, **overrides):
+def _config(device: Optional[str], cache_dir: Optional[Path], timing_seconds: Optional[float] = None,
+            timing_file: Optional[Path] = None, **overrides):
     from dataclasses import replace
 
     from .errors import ConfigError
-    from .judge.config import JudgeConfig
+    from .judge.config import JudgeConfig, TimingConfig
 
     kwargs = {k: v for k, v in overrides.items() if v is not None}
     if cache_dir is not None:
         kwargs["cache_dir"] = cache_dir
     try:
+        if timing_file is not None:
+            try:
+                kwargs["timing"] = TimingConfig.from_file(timing_file)
+            except ConfigError as exc:  # a field's own error: say which file it came from
+                raise CudaAgentError(f"--{exc}" if exc.setting == "timing" else f"--timing {timing_file}: {exc}") from None
         config = JudgeConfig(backend=device, **kwargs)
         if timing_seconds is not None:
             config = replace(config, timing=replace(config.timing, target_seconds=timing_seconds))
@@ -98,13 +105,14 @@ def judge(
     rtol: Optional[float] = typer.Option(None, "--rtol", help="Relative tolerance (default 1e-2)."),
     no_baseline_cache: bool = typer.Option(False, "--no-baseline-cache", help="Re-time eager and torch.compile."),
     timing_seconds: Optional[float] = TimingSecondsOpt,
+    timing_file: Optional[Path] = TimingFileOpt,
     cache_dir: Optional[Path] = CacheOpt,
 ) -> None:
     """Build, verify and time SOLUTION against TASK; print the verdict. Exit 0 only when correct."""
     from .solution import load_solution
     from .task import load_task
 
-    config = _config(device, cache_dir, timing_seconds, num_checks=checks, atol=atol, rtol=rtol,
+    config = _config(device, cache_dir, timing_seconds, timing_file, num_checks=checks, atol=atol, rtol=rtol,
                      use_baseline_cache=False if no_baseline_cache else None)
     raise typer.Exit(_run(load_task(task), load_solution(solution), "profile", config, as_json))
 
@@ -250,6 +258,7 @@ def bench(
     gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs to use (default: all visible)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", help="Evaluations at once per GPU (default: cores / 2 / GPUs; 1 on the CPU)."),
     timing_seconds: Optional[float] = TimingSecondsOpt,
+    timing_file: Optional[Path] = TimingFileOpt,
     exclusive_timing: bool = typer.Option(False, "--exclusive-timing", help="Other evaluations' checks wait while one is timed on its GPU (steadier times under load, fewer a minute)."),
     min_baseline_ms: float = typer.Option(0.1, "--min-baseline-ms", help="Eager times below this are flagged too fast to time."),
     baselines: Optional[Path] = typer.Option(None, "--baselines", help="Import baselines from a KernelBench results/timing/HW folder."),
@@ -270,7 +279,7 @@ def bench(
         levels_root(kernelbench)  # a wrong path is the first thing to say, before the other options
     # run_benchmark refuses a wrong combination of --solutions, --model and --baselines-only.
     name = label or (model.replace("/", "_") if model else Path(solutions).resolve().name if solutions else "baselines")
-    config = _config(device, cache_dir, timing_seconds, exclusive_timing=exclusive_timing or None)
+    config = _config(device, cache_dir, timing_seconds, timing_file, exclusive_timing=exclusive_timing or None)
     agent = None
     if model is not None:
         agent = _bench_agent(model, provider, base_url, tool_protocol, episodes, concurrency, max_turns)
@@ -412,6 +421,7 @@ def mcp_server(
     concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Judge runs at once, shared by every session (default: cores / 2, at least 2)."),
     device: Optional[str] = DeviceOpt,
     timing_seconds: Optional[float] = TimingSecondsOpt,
+    timing_file: Optional[Path] = TimingFileOpt,
     cache_dir: Optional[Path] = CacheOpt,
 ) -> None:
     """Serve the sandbox to coding agents over MCP: open a task, work on its files, compile, verify, profile, judge."""
@@ -435,7 +445,7 @@ def mcp_server(
         kernelbench = levels_root(kernelbench).resolve()  # a wrong path fails now, not at the first open_task
     # Clients and supervisors stop a server with SIGTERM: unwind, so the judge pool shuts down too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    with make_pool("local", _config(device, cache_dir, timing_seconds), concurrency) as pool:
+    with make_pool("local", _config(device, cache_dir, timing_seconds, timing_file), concurrency) as pool:
         task_dirs = [p.resolve() for p in tasks_from] if tasks_from else ([] if http is not None else None)
         store = SessionStore(root or default_root(), pool, probe_device(pool.backend), kernelbench, task_dirs)
         server = build_server(store)
@@ -494,6 +504,7 @@ def demo(
     device: Optional[str] = DeviceOpt,
     as_json: bool = JsonOpt,
     timing_seconds: Optional[float] = TimingSecondsOpt,
+    timing_file: Optional[Path] = TimingFileOpt,
     cache_dir: Optional[Path] = CacheOpt,
 ) -> None:
     """Judge one example solution with the best available backend and show the verdict."""
@@ -515,7 +526,7 @@ def demo(
                   f"on the {backend} backend")
     task = task_from_source(task_file.read_text(), example, str(task_file))
     solution = load_solution(root / backend)
-    raise typer.Exit(_run(task, solution, "profile", _config(backend, cache_dir, timing_seconds), as_json,
+    raise typer.Exit(_run(task, solution, "profile", _config(backend, cache_dir, timing_seconds, timing_file), as_json,
                           title=f"demo: {example}"))
 
 

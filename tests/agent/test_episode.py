@@ -33,7 +33,7 @@ def by_name(events, name):
 
 @pytest.mark.slow
 def test_openai_episode_writes_compiles_fixes_verifies_profiles_and_exports(run_episode, correct_files, tmp_path,
-                                                                         judge_cache):
+                                                                         judge_cache, fast_timing_file):
     broken = correct_files[KERNEL].replace("yr[c] = v > 0.0f ? v : 0.0f;", "yr[c] = v > 0.0f ? v : 0.0f  // BROKEN")
     assert broken != correct_files[KERNEL]
     script = [
@@ -101,7 +101,7 @@ def test_openai_episode_writes_compiles_fixes_verifies_profiles_and_exports(run_
     assert (best / KERNEL).read_text() == correct_files[KERNEL]
     runner = CliRunner()
     judged = runner.invoke(app, ["judge", str(result.directory / "workspace" / "model.py"), str(best),
-                                 "--device", "cpu", "--json", "--timing-seconds", "0.2",
+                                 "--device", "cpu", "--json", "--timing", str(fast_timing_file),
                                  "--cache-dir", str(judge_cache)])
     assert judged.exit_code == 0, judged.output
     assert json.loads(judged.stdout[judged.stdout.index("{"):])["correct"] is True

@@ -28,7 +28,7 @@ def by_turn(messages, index):
 
 
 @pytest.mark.slow
-def test_bench_runs_the_agent_and_scores_its_best_solution(tmp_path, judge_cache):
+def test_bench_runs_the_agent_and_scores_its_best_solution(tmp_path, judge_cache, fast_timing_file):
     # A name ending in "_", as 23 of KernelBench's level-1 problems do: episodes must land where
     # the bench looks for them.
     checkout = tmp_path / "kb" / "KernelBench" / "level1"
@@ -36,7 +36,7 @@ def test_bench_runs_the_agent_and_scores_its_best_solution(tmp_path, judge_cache
     shutil.copy(FIXTURE / "KernelBench" / "level1" / "4_Tiny_Tanh.py", checkout / "4_Tiny_Tanh_.py")
     out = tmp_path / "out"
     args = ["bench", "--kernelbench", str(tmp_path / "kb"), "--levels", "1", "--model", "scripted",
-            "--out", str(out), "--device", "cpu", "--cache-dir", str(judge_cache), "--timing-seconds", "0.2"]
+            "--out", str(out), "--device", "cpu", "--cache-dir", str(judge_cache), "--timing", str(fast_timing_file)]
     with OpenAIServer(by_turn) as server:
         result = CliRunner().invoke(app, args + ["--base-url", server.url])
     assert result.exit_code == 0, result.output

@@ -38,20 +38,22 @@ TOOLS = {"open_task", "list_files", "read_file", "write_file", "compile", "verif
 CALL_TIMEOUT_S = 600.0
 
 
-def server_args(root: Path, cache: Path, *extra: str, device: str = "cpu") -> list[str]:
-    # Short timing sessions: the tests check what the tools answer, not how steady the times are.
+def server_args(root: Path, cache: Path, *extra: str, device: str = "cpu", timing: Path | None = None) -> list[str]:
+    # Short timing sessions (the suite's, from its timing file, where given): the tests check what
+    # the tools answer, not how steady the times are.
+    short = ["--timing", str(timing)] if timing is not None else ["--timing-seconds", "0.2"]
     return ["-m", "cuda_agent.cli", "mcp", "--device", device, "--root", str(root), "--cache-dir", str(cache),
-            "--concurrency", "1", "--timing-seconds", "0.2", *extra]
+            "--concurrency", "1", *short, *extra]
 
 
 class Client:
     """An MCP client session over stdio, held open by an event loop in a thread, so that tests
     (which are synchronous) share one server process."""
 
-    def __init__(self, root: Path, cache: Path, log: Path, device: str = "cpu") -> None:
+    def __init__(self, root: Path, cache: Path, log: Path, device: str = "cpu", timing: Path | None = None) -> None:
         self.params = StdioServerParameters(command=sys.executable,
                                             args=server_args(root, cache, "--kernelbench", str(KERNELBENCH),
-                                                             device=device),
+                                                             device=device, timing=timing),
                                             env=dict(os.environ))  # the SDK passes only a few variables
         self.log = log.open("a")
         self.loop = asyncio.new_event_loop()
@@ -124,9 +126,9 @@ def root(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def client(root, judge_cache, tmp_path_factory):
+def client(root, judge_cache, tmp_path_factory, fast_timing_file):
     log = tmp_path_factory.mktemp("mcp-log") / "server.log"
-    client = Client(root, judge_cache, log)
+    client = Client(root, judge_cache, log, timing=fast_timing_file)
     yield client
     client.close()
 
@@ -247,10 +249,10 @@ def test_a_task_where_clients_or_candidates_write_is_refused(client, root, judge
 
 
 @pytest.mark.slow
-def test_a_session_resumes_after_a_restart(client, honest, root, judge_cache, tmp_path):
+def test_a_session_resumes_after_a_restart(client, honest, root, judge_cache, tmp_path, fast_timing_file):
     opened, _ = honest
     session = opened["session"]
-    again = Client(root, judge_cache, tmp_path / "second.log")  # a server that never saw the session
+    again = Client(root, judge_cache, tmp_path / "second.log", timing=fast_timing_file)  # a server that never saw the session
     try:
         result = again.call("open_task", {"resume": session})
         assert not result.is_error, text(result)
@@ -277,13 +279,14 @@ def test_task_files_come_only_from_the_folders_the_operator_names(tmp_path):
 
 
 @pytest.mark.slow
-def test_http_transport_serves_the_tools(root, judge_cache, tmp_path):
+def test_http_transport_serves_the_tools(root, judge_cache, tmp_path, fast_timing_file):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     with open(tmp_path / "http.log", "w") as log:
         server = subprocess.Popen([sys.executable, *server_args(root, judge_cache, "--http", str(port),
-                                                                "--tasks-from", str(TASK.parent))],
+                                                                "--tasks-from", str(TASK.parent),
+                                                                timing=fast_timing_file)],
                                   stdout=log, stderr=subprocess.STDOUT)
     elsewhere = tmp_path / "elsewhere" / "task.py"  # readable by the server, but not in a --tasks-from folder
     elsewhere.parent.mkdir()

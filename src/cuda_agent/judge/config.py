@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 import os
+import dataclasses
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -64,6 +65,37 @@ class TimingConfig:
 
     def key(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_mapping(cls, fields: object) -> "TimingConfig":
+        """A TimingConfig from a mapping of its fields (a training config's ``timing``, a timing
+        file), every unknown name and bad value refused with a ConfigError that says what to write."""
+        if not isinstance(fields, dict):
+            raise ConfigError("timing", f"is a mapping of TimingConfig fields; got {fields!r}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        if unknown := sorted(set(fields) - known):
+            raise ConfigError("timing", f"has no field {', '.join(unknown)}; it takes {', '.join(sorted(known))}")
+        try:
+            return cls(**fields)
+        except TypeError as exc:  # a value of the wrong type, compared with a number
+            raise ConfigError("timing", f"has a value of the wrong type ({exc})") from None
+
+    @classmethod
+    def from_file(cls, path: Path) -> "TimingConfig":
+        """A TimingConfig from a JSON or TOML file of its fields (``cuda-agent judge --timing``)."""
+        import tomllib
+
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError("timing", f"file {path} does not exist: write a JSON or TOML file of "
+                                        "TimingConfig's fields, e.g. {\"target_seconds\": 0.5}")
+        text = path.read_text()
+        try:
+            fields = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+        except (ValueError, tomllib.TOMLDecodeError) as exc:
+            kind = "TOML" if path.suffix == ".toml" else "JSON"
+            raise ConfigError("timing", f"file {path} is not valid {kind}: {exc}") from None
+        return cls.from_mapping(fields)
 
 
 @dataclass(frozen=True)

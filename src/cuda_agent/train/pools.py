@@ -11,7 +11,6 @@ this, an abandoned run would keep judging in the background while the next one s
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import multiprocessing
 import threading
@@ -112,16 +111,11 @@ def make_judge_pool(settings: dict[str, Any] | None) -> Any:
 
 def timing_config(fields: dict[str, Any]) -> TimingConfig:
     """The judge's ``TimingConfig`` from the settings' ``timing`` mapping, with its errors named."""
-    if not isinstance(fields, dict):
-        raise TrainError(f"the judge's timing setting is a mapping of TimingConfig fields; got {fields!r}")
-    known = {f.name for f in dataclasses.fields(TimingConfig)}
-    if unknown := sorted(set(fields) - known):
-        raise TrainError(f"the judge's timing setting has no field {', '.join(unknown)}; "
-                         f"it takes {', '.join(sorted(known))}")
     try:
-        return TimingConfig(**fields)
+        return TimingConfig.from_mapping(fields)
     except ConfigError as exc:
-        raise TrainError(f"the judge's timing setting {exc.setting} {exc.detail}") from None
+        where = "" if exc.setting == "timing" else f"{exc.setting} "
+        raise TrainError(f"the judge's timing setting {where}{exc.detail}") from None
 
 
 _pools: dict[str, Any] = {}
