@@ -110,6 +110,10 @@ def test_compile_errors_are_short_and_keep_good_objects(builder, correct_build, 
     assert broken.errors == ("kernels/scale_bias_relu.cpp:8: error: 'undeclared_helper' was not "
                              "declared in this scope")
     assert "undeclared_helper" in broken.log
+    # The same broken sources again: the compiler's answer is given from the cache, nothing compiled.
+    again = builder.build(load_solution(workspace))
+    assert not again.ok and again.cache_hit and again.objects_compiled == 0
+    assert (again.errors, again.log) == (broken.errors, broken.log)
     # Fix the kernel (as the correct fixture has it, already cached): the binding compiled during
     # the failed build is kept, so nothing is compiled again and the new module is only linked.
     (workspace / KERNEL).write_text((fixtures_dir / "solutions" / "cpu" / "correct" / KERNEL).read_text())
@@ -127,6 +131,18 @@ def test_a_build_over_its_time_limit_is_stopped(builder, correct_build, workspac
     result = slow.build(load_solution(workspace))
     assert not result.ok and result.timed_out
     assert result.errors.startswith("the build exceeded its") and result.errors.endswith("s limit")
+    again = slow.build(load_solution(workspace))  # a time limit says nothing of the sources: built again
+    assert again.timed_out and not again.cache_hit
+
+
+def test_a_failure_of_the_machine_rather_than_the_sources_is_not_remembered(builder):
+    key = uuid.uuid4().hex
+    for output in ("kernel.cpp:3: error: x\ncc1plus: out of memory allocating 65536 bytes",
+                   "c++: fatal error: Killed signal terminated program cc1plus", "ninja: build stopped"):
+        builder._remember_failure(key, output, "summary", output, None)
+        assert builder._failed_before(key) is None
+    builder._remember_failure(key, "kernel.cpp:3: error: 'y' was not declared", "kernel.cpp:3: error", "log", None)
+    assert builder._failed_before(key)["errors"] == "kernel.cpp:3: error"
 
 
 # -- the CUDA fixtures, compiled for a pretend sm_90 device --------------------------------------

@@ -4,7 +4,8 @@ The build is content-addressed at two levels, so identical sources are never com
 
 * each object file is keyed by the toolchain, its source text and the solution's headers, so
   editing one kernel recompiles only that kernel;
-* the linked module is keyed by its objects, so an unchanged solution is a cache hit.
+* the linked module is keyed by its objects, so an unchanged solution is a cache hit, and so is
+  an unchanged solution that failed to build: its compiler output is kept and given again.
 
 Headers every binding needs (torch, pybind11) are precompiled once per toolchain. Only the
 objects that are missing are handed to ninja, which runs the compilers in parallel under a
@@ -15,7 +16,9 @@ workspace holds.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -45,7 +48,14 @@ INFRA_INLINE_PCH = "inline_pch.h"   # torch/extension.h, which every load_inline
 # with the same flags on, so it is made when the fourth asks.
 INLINE_PCH_AFTER = 4
 MODULE_FILE = f"{EXTENSION_NAME}.so"
+FAILED_FILE = "FAILED.json"  # beside where the module would be: a build that failed on its sources
 LOG_LIMIT = 20_000
+# Compiler output that may say nothing about the sources: the machine ran short (memory, disk,
+# processes) or the compiler itself broke. Such a failure is not remembered: the same sources may
+# build the next time.
+TRANSIENT_FAILURE = re.compile(r"Killed|terminated by signal|internal compiler error|No space left|"
+                               r"Cannot allocate memory|virtual memory exhausted|out of memory|"
+                               r"Resource temporarily unavailable|Too many open files", re.IGNORECASE)
 
 
 @dataclass
@@ -202,6 +212,9 @@ class ExtensionBuilder:
         module = module_dir / MODULE_FILE
         if module.exists():
             return BuildResult(True, module, "", "", time.perf_counter() - start, True, 0, len(units))
+        if (failed := self._failed_before(key)) is not None:
+            return BuildResult(False, None, failed["errors"], failed["log"], time.perf_counter() - start, True,
+                               0, len(units), confinement=failed.get("confinement"))
 
         pch_header, pch_note = pch()
         workdir = Path(tempfile.mkdtemp(prefix="build-", dir=self.root / "work"))
@@ -230,6 +243,8 @@ class ExtensionBuilder:
             if not ok:
                 summary = (f"the build exceeded its {self.timeout_s:.0f} s limit" if timed_out
                            else diagnostics.summarize(output, (str(workdir),)))
+                if not timed_out:
+                    self._remember_failure(key, output, summary, log, confinement)
                 return BuildResult(False, None, summary, log, time.perf_counter() - start, False,
                                    len(missing), len(units), timed_out, confinement)
             staged = Path(tempfile.mkdtemp(prefix="module-", dir=self.root / "work"))
@@ -247,6 +262,28 @@ class ExtensionBuilder:
                                len(missing), len(units), confinement=confinement)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+
+    # -- failed builds ------------------------------------------------------------------------
+    # The same sources with the same toolchain and flags fail the same way: a policy that submits
+    # a broken file again (as RL policies do) gets the compiler's answer without the minute of
+    # compiling again. Kept per sandbox setting: what a confined compiler could not read, an
+    # unconfined one might.
+    def _failure_record(self, key: str) -> Path:
+        return self.root / "modules" / f"{key}-{'confined' if self.sandbox else 'open'}-{FAILED_FILE}"
+
+    def _failed_before(self, key: str) -> dict | None:
+        try:
+            return json.loads(self._failure_record(key).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _remember_failure(self, key: str, output: str, summary: str, log: str, confinement: dict | None) -> None:
+        if "error" not in output or TRANSIENT_FAILURE.search(output):
+            return
+        record = self._failure_record(key)
+        tmp = record.with_name(f"{record.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"errors": summary, "log": log, "confinement": confinement}))
+        os.replace(tmp, record)
 
     def _object(self, unit: _Unit) -> Path:
         return self.root / "objects" / f"{unit.key}.o"
