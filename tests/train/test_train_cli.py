@@ -69,6 +69,16 @@ def test_loggers_are_checked_before_anything_runs(monkeypatch):
         check_loggers(["console", "wandb"])
 
 
+def test_a_launch_profile_is_verls_and_an_unknown_one_is_named(tmp_path):
+    from cuda_agent.train.profiles import PROFILES
+
+    unknown = runner.invoke(app, ["train", "agentic", "--model", "m", "--profile", "node9", "--dry-run"])
+    assert unknown.exit_code != 0 and "no launch profile 'node9'; there are node8, nodes4" in str(unknown.exception)
+    trl = runner.invoke(app, ["train", "agentic", "--model", "m", "--engine", "trl", "--profile", "node8"])
+    assert trl.exit_code != 0 and "the trl engine trains on one machine" in str(trl.exception)
+    assert {p.judge_pool for p in PROFILES.values()} == {"local", "ray"}
+
+
 def test_the_trl_engine_has_no_value_stage_and_says_why(tmp_path):
     result = invoke("value", "--engine", "trl", "--model", tmp_path)
     assert "no critic" in str(result.exception) and "verl" in str(result.exception)

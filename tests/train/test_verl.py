@@ -154,6 +154,68 @@ def test_the_dry_run_prints_the_memory_estimate_and_refuses_what_cannot_fit(tmp_
     assert "memory per GPU, estimated: 7.62B parameters" in fits.stdout
 
 
+@pytest.fixture
+def seven_b(tmp_path):
+    """A directory holding a Qwen2.5-7B-shaped config.json, and agentic rows."""
+    model = tmp_path / "qwen-7b-shaped"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(QWEN25_7B))
+    rows = tmp_path / "rows.parquet"
+    write_parquet(rl_rows(family.tasks(), mode="agentic", backend="cpu"), rows)
+    return model, rows
+
+
+def _train_dry_run(stage, model, rows, out, *args):
+    from typer.testing import CliRunner
+
+    from cuda_agent.cli import app
+
+    return CliRunner().invoke(app, ["train", stage, "--model", str(model), "--data", str(rows), "--out", str(out),
+                                    "--resume-from", str(out / "value" / "checkpoints" / "global_step_20"),
+                                    "--dry-run", *args])
+
+
+@pytest.mark.parametrize("profile", ["node8", "nodes4"])
+def test_each_launch_profile_composes_every_stage_and_fits_a_7b_model(profile, seven_b, tmp_path):
+    from omegaconf import OmegaConf
+
+    from cuda_agent.train import memory_plan
+    from cuda_agent.train.profiles import PROFILES
+
+    model, rows = seven_b
+    chosen, shape = PROFILES[profile], memory_plan.ModelShape.from_config(QWEN25_7B)
+    for stage in STAGES:
+        result = _train_dry_run(stage, model, rows, tmp_path / "runs", "--profile", profile)
+        assert result.exit_code == 0, result.output
+        assert "memoryperGPU,estimated:7.62Bparameters" in "".join(result.stdout.split())  # rich wraps it
+        config = OmegaConf.load(tmp_path / "runs" / stage / "config.yaml")
+        estimate = memory_plan.plan(shape, config, 80 * memory_plan.GIB, sft=stage == "rft")
+        assert estimate.problems() == [] and estimate.training_bytes < 0.6 * 80 * memory_plan.GIB
+        if stage == "rft":
+            assert config.engine.optimizer_offload is True
+            continue
+        assert (config.trainer.n_gpus_per_node, config.trainer.nnodes) == (chosen.gpus_per_node, chosen.nodes)
+        assert config.actor_rollout_ref.actor.ulysses_sequence_parallel_size == chosen.sequence_parallel
+        assert config.actor_rollout_ref.actor.fsdp_config.optimizer_offload is True
+        assert config.critic.fsdp.optimizer_offload is True
+        judge = config.reward.custom_reward_function.reward_kwargs
+        assert judge.get("pool", "local") == chosen.judge_pool and judge.get("ray_resource") == chosen.judge_ray_resource
+
+
+def test_flags_and_overrides_given_win_over_the_profile(seven_b, tmp_path):
+    from omegaconf import OmegaConf
+
+    model, rows = seven_b
+    result = _train_dry_run("agentic", model, rows, tmp_path / "runs", "--profile", "nodes4", "--sequence-parallel",
+                            "8", "--judge-pool", "local", "actor_rollout_ref.rollout.gpu_memory_utilization=0.7")
+    assert result.exit_code == 0, result.output
+    config = OmegaConf.load(tmp_path / "runs" / "agentic" / "config.yaml")
+    assert config.actor_rollout_ref.actor.ulysses_sequence_parallel_size == 8 and config.trainer.nnodes == 4
+    assert config.actor_rollout_ref.rollout.gpu_memory_utilization == 0.7
+    assert "pool" not in config.reward.custom_reward_function.reward_kwargs  # the judges beside the workers
+    assert "The judges will time kernels on the GPUs that hold the rollout engine" in result.stderr
+
+
 def test_the_reward_function_gets_the_judge_settings_and_a_log(tmp_path):
     c = composed("warmup", tmp_path, judge_backend="cpu", judge_concurrency=16, judge_cache_dir=str(tmp_path / "c"))
     kwargs = c.reward.custom_reward_function.reward_kwargs

@@ -105,11 +105,12 @@ def _stage_command(stage: str):
         resume_from: Optional[str] = typer.Option(None, "--resume-from", help="verl agentic: the value stage's checkpoint."),
         batch_size: int = typer.Option(1024, "--batch-size", help="verl: prompts per PPO step (the paper: 1024)."),
         rollout_n: int = typer.Option(1, "--rollout-n", help="verl: samples per prompt."),
-        gpus: int = typer.Option(8, "--gpus", help="verl: GPUs per node."),
-        nodes: int = typer.Option(1, "--nodes", help="verl: nodes in the Ray cluster."),
+        profile: Optional[str] = typer.Option(None, "--profile", help="verl: a launch profile that sets the layout below for a 7B model at 128k tokens: node8 (one 8-GPU node) or nodes4 (four, judges on nodes of their own); flags given win (docs/training.md)."),
+        gpus: Optional[int] = typer.Option(None, "--gpus", help="verl: GPUs per node (default 8)."),
+        nodes: Optional[int] = typer.Option(None, "--nodes", help="verl: nodes in the Ray cluster (default 1)."),
         rollout: str = typer.Option("vllm", "--rollout", help="verl: the rollout server, vllm or sglang."),
         tool_format: str = typer.Option("hermes", "--tool-format", help="verl: the model's tool-call format, as verl's parsers name it: hermes (Qwen2.5, Qwen3), qwen3_coder, gpt-oss, glm, kimi, minimax, seed, deepseek_v4, gemma4."),
-        sequence_parallel: int = typer.Option(1, "--sequence-parallel", help="verl: Ulysses sequence-parallel size (GPUs sharing one long sequence)."),
+        sequence_parallel: Optional[int] = typer.Option(None, "--sequence-parallel", help="verl: Ulysses sequence-parallel size (GPUs sharing one long sequence; default 1)."),
         steps: int = typer.Option(100, "--steps", help="trl: GRPO steps."),
         epochs: float = typer.Option(2.0, "--epochs", help="trl rft: epochs."),
         learning_rate: Optional[float] = typer.Option(None, "--lr", help="trl: learning rate (default: the paper's 3e-6 actor rate for GRPO, 1e-5 for RFT)."),
@@ -119,7 +120,7 @@ def _stage_command(stage: str):
         device: Optional[str] = typer.Option(None, "--device", help="trl: cuda or cpu (default: cuda when visible); also the judge's backend."),
         judge_concurrency: Optional[int] = typer.Option(None, "--judge-concurrency", help="Judge runs at once."),
         cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="The judge's cache."),
-        judge_pool: str = typer.Option("local", "--judge-pool", help="Where the reward's judges run: local, or ray (actors across the Ray cluster's GPUs; pip install 'cuda-agent\\[ray]')."),
+        judge_pool: Optional[str] = typer.Option(None, "--judge-pool", help="Where the reward's judges run: local (default), or ray (actors across the Ray cluster's GPUs; pip install 'cuda-agent\\[ray]')."),
         ray_address: Optional[str] = typer.Option(None, "--ray-address", help="trl with --judge-pool ray: the cluster's HOST:PORT (default: start one here). verl joins its own cluster."),
         ray_resource: Optional[str] = typer.Option(None, "--judge-ray-resource", help="With --judge-pool ray: a custom resource only judge nodes carry, keeping judges off the trainer's GPUs."),
         val_data: Optional[Path] = typer.Option(None, "--val-data", help="verl: held-out RL rows, validated before training and every --val-every steps (none without them)."),
@@ -134,6 +135,8 @@ def _stage_command(stage: str):
         if keep_checkpoints < 1 or val_every < 1:
             raise TrainError("--keep-checkpoints and --val-every must be at least 1")
         kept = {"keep_checkpoints": keep_checkpoints, "loggers": check_loggers(logger)}
+        layout = _layout(profile, stage, engine, gpus, nodes, sequence_parallel, judge_pool, ray_resource)
+        judge_pool, ray_resource = layout["judge_pool"], layout["judge_ray_resource"]
         judge = {"pool": judge_pool, "ray_address": ray_address, "ray_resource": ray_resource}
         if judge_pool not in ("local", "ray") or ((ray_address or ray_resource) and judge_pool != "ray"):
             raise TrainError(f"--judge-pool takes local or ray (--ray-address and --judge-ray-resource need ray); "
@@ -141,9 +144,10 @@ def _stage_command(stage: str):
         if engine == "verl":
             if ray_address:
                 raise TrainError("verl runs in its own Ray cluster and its judges join it: leave --ray-address out")
-            _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, batch_size, rollout_n, gpus,
-                      nodes, rollout, tool_format, sequence_parallel, episodes, device, judge_concurrency, cache_dir,
-                      list(extra or []), judge, {**kept, "val_every": val_every, "val_data": val_data}, gpu_memory)
+            _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, batch_size, rollout_n,
+                      layout["gpus"], layout["nodes"], rollout, tool_format, layout["sequence_parallel"], episodes,
+                      device, judge_concurrency, cache_dir, layout["overrides"] + list(extra or []), judge,
+                      {**kept, "val_every": val_every, "val_data": val_data}, gpu_memory)
         else:
             if val_data is not None:
                 raise TrainError("--val-data is verl's: the trl engine does not validate during training")
@@ -158,6 +162,31 @@ def _stage_command(stage: str):
         "agentic": "Stage 4: agentic RL in the sandbox (verl: PPO continuing the value run; trl: multi-turn GRPO).",
     }[stage]
     return command
+
+
+def _layout(profile: Optional[str], stage: str, engine: str, gpus: Optional[int], nodes: Optional[int],
+            sequence_parallel: Optional[int], judge_pool: Optional[str], ray_resource: Optional[str]) -> dict:
+    """The verl layout: each flag given, else the launch profile's value, else the default; and
+    the profile's Hydra overrides, which overrides given after the options follow (and so win)."""
+    from .profiles import get_profile
+
+    chosen = get_profile(profile) if profile else None
+    if chosen and engine != "verl":
+        raise TrainError("--profile sets a verl layout (GPUs, nodes, sequence parallelism, offload); the trl engine "
+                         "trains on one machine: leave --profile out")
+    if chosen:
+        err.print(f"[dim]launch profile {chosen.name}: {chosen.summary}; the judges run {chosen.judges}[/]")
+
+    def pick(given, attribute, default):
+        return given if given is not None else getattr(chosen, attribute) if chosen else default
+
+    return {"gpus": pick(gpus, "gpus_per_node", 8), "nodes": pick(nodes, "nodes", 1),
+            "sequence_parallel": pick(sequence_parallel, "sequence_parallel", 1),
+            "judge_pool": pick(judge_pool, "judge_pool", "local"),
+            # --judge-pool local given plainly: the profile's judge nodes are not wanted
+            "judge_ray_resource": ray_resource if ray_resource is not None or judge_pool == "local"
+            else (chosen.judge_ray_resource if chosen else None),
+            "overrides": chosen.hydra_overrides(stage) if chosen else []}
 
 
 JUDGES_SHARE_TRAINING_GPUS = (
