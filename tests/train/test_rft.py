@@ -223,3 +223,32 @@ def test_a_template_that_takes_one_call_a_turn_says_so_and_what_to_do(tmp_path, 
     dataset, *_ = multi_call_dataset(tmp_path, tiny_tokenizer_dir, "llama3_1_chat_template")
     with pytest.raises(TemplateRefused, match="single tool-calls.*up to 5 tool calls.*text protocol"):
         dataset[0]
+
+
+def test_rft_on_trl_trains_the_model_on_its_own_tool_template_by_default(tmp_path, tiny_tokenizer_dir):
+    # TRL's agentic GRPO samples tool calls through the model's chat template: RFT must train on the
+    # same rendering (native), not on the agent's text protocol, or GRPO starts from a model that
+    # never saw the format it is sampled in.
+    import shutil
+
+    import trl.chat_template_utils as templates
+    from transformers import AutoTokenizer
+
+    from cuda_agent.train.trl_sft import SFTSettings, run_sft, sft_dataset
+
+    assert SFTSettings().tool_format == "native"
+    model = tmp_path / "model"
+    shutil.copytree(tiny_tokenizer_dir, model)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    tokenizer.chat_template = templates.qwen3_training_chat_template  # has the assistant-mask markers
+    tokenizer.save_pretrained(model)
+    (tmp_path / "t").mkdir()
+    (row,), _ = rft_rows([multi_call_trajectory(tmp_path / "t" / "trajectory.jsonl")])
+    (example,) = sft_dataset([row], "native").to_list()
+    rendered = tokenizer.apply_chat_template(example["messages"], tools=example["tools"], tokenize=True,
+                                             return_dict=True, return_assistant_tokens_mask=True)
+    trained = tokenizer.decode([t for t, m in zip(rendered["input_ids"], rendered["assistant_masks"]) if m])
+    assert trained.count("<tool_call>") == 6 and all(f'"{n}"' in trained for n in ("read", "glob", "write", "finish"))
+    assert "<tool_result>" not in tokenizer.decode(rendered["input_ids"])  # the text protocol's, not here
+    final = run_sft(str(model), [row], tmp_path / "out", SFTSettings(epochs=1, max_length=None, save_steps=100))
+    assert (final / "config.json").is_file()

@@ -79,6 +79,16 @@ def test_a_launch_profile_is_verls_and_an_unknown_one_is_named(tmp_path):
     assert {p.judge_pool for p in PROFILES.values()} == {"local", "ray"}
 
 
+def test_the_trl_tool_format_is_native_or_text_and_agentic_grpo_takes_native_only(tmp_path):
+    from cuda_agent.train.cli import trl_tool_format
+
+    assert trl_tool_format("rft", None) == "native" and trl_tool_format("rft", "text") == "text"
+    hermes = invoke("rft", "--model", "m", "--engine", "trl", "--tool-format", "hermes")
+    assert hermes.exit_code != 0 and "on the trl engine --tool-format is native or text" in str(hermes.exception)
+    text = invoke("agentic", "--model", "m", "--engine", "trl", "--tool-format", "text")
+    assert text.exit_code != 0 and "through the model's own chat template" in str(text.exception)
+
+
 def test_the_trl_engine_has_no_value_stage_and_says_why(tmp_path):
     result = invoke("value", "--engine", "trl", "--model", tmp_path)
     assert "no critic" in str(result.exception) and "verl" in str(result.exception)

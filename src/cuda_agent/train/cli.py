@@ -109,7 +109,7 @@ def _stage_command(stage: str):
         gpus: Optional[int] = typer.Option(None, "--gpus", help="verl: GPUs per node (default 8)."),
         nodes: Optional[int] = typer.Option(None, "--nodes", help="verl: nodes in the Ray cluster (default 1)."),
         rollout: str = typer.Option("vllm", "--rollout", help="verl: the rollout server, vllm or sglang."),
-        tool_format: str = typer.Option("hermes", "--tool-format", help="verl: the model's tool-call format, as verl's parsers name it: hermes (Qwen2.5, Qwen3), qwen3_coder, gpt-oss, glm, kimi, minimax, seed, deepseek_v4, gemma4."),
+        tool_format: Optional[str] = typer.Option(None, "--tool-format", help="verl: the model's tool-call format, as verl's parsers name it: hermes (default; Qwen2.5, Qwen3), qwen3_coder, gpt-oss, glm, kimi, minimax, seed, deepseek_v4, gemma4. trl rft: native (default: the model's own tool template, as trl's agentic GRPO uses) or text (the agent's text protocol, as the hf client speaks)."),
         sequence_parallel: Optional[int] = typer.Option(None, "--sequence-parallel", help="verl: Ulysses sequence-parallel size (GPUs sharing one long sequence; default 1)."),
         steps: int = typer.Option(100, "--steps", help="trl: GRPO steps."),
         epochs: float = typer.Option(2.0, "--epochs", help="trl rft: epochs."),
@@ -145,14 +145,14 @@ def _stage_command(stage: str):
             if ray_address:
                 raise TrainError("verl runs in its own Ray cluster and its judges join it: leave --ray-address out")
             _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, batch_size, rollout_n,
-                      layout["gpus"], layout["nodes"], rollout, tool_format, layout["sequence_parallel"], episodes,
+                      layout["gpus"], layout["nodes"], rollout, tool_format or "hermes", layout["sequence_parallel"], episodes,
                       device, judge_concurrency, cache_dir, layout["overrides"] + list(extra or []), judge,
                       {**kept, "val_every": val_every, "val_data": val_data}, gpu_memory)
         else:
             if val_data is not None:
                 raise TrainError("--val-data is verl's: the trl engine does not validate during training")
             _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, generations, max_completion,
-                     episodes, device, judge_concurrency, cache_dir, judge, kept)
+                     episodes, device, judge_concurrency, cache_dir, judge, {**kept, "tool_format": tool_format})
 
     command.__doc__ = {
         "warmup": "Stage 1: single-turn RL on the judge's reward (verl: PPO with a critic; trl: GRPO).",
@@ -272,6 +272,7 @@ def _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, gen
 
     if stage == "value":
         raise TrainError(NO_VALUE_ON_TRL)
+    tool_format = trl_tool_format(stage, kept.pop("tool_format"))
     require("trl")
     device = resolve_device(device)
     model = check_model_path(model)
@@ -283,7 +284,7 @@ def _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, gen
         from .trl_sft import SFTSettings, run_sft
 
         final = run_sft(model, rows, directory, SFTSettings(epochs=epochs, learning_rate=learning_rate or 1e-5,
-                                                            **kept), device=device)
+                                                            tool_format=tool_format, **kept), device=device)
         out.print(f"RFT model: {final}")
         return
     from .pools import make_judge_pool
@@ -304,6 +305,21 @@ def _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, gen
         else:
             final = run_agentic_grpo(model, rows, directory, pool, settings, device=device)
     out.print(f"{stage} model: {final}")
+
+
+def trl_tool_format(stage: str, given: Optional[str]) -> str:
+    """How the trl engine's RFT renders tool calls: the model's own tool template by default, the
+    one trl's agentic GRPO drives the model through, so that what RFT trains on is what GRPO then
+    samples; text (the agent's text protocol) for a model driven by the hf client instead."""
+    from .trl_sft import TOOL_FORMATS
+
+    if given is not None and given not in TOOL_FORMATS:
+        raise TrainError(f"on the trl engine --tool-format is native or text, not {given!r} (verl's parsers' names "
+                         "are for --engine verl)")
+    if stage == "agentic" and given == "text":
+        raise TrainError("trl's agentic GRPO calls tools through the model's own chat template (native); the text "
+                         "protocol is the hf client's. Leave --tool-format out, and train the rft stage native too")
+    return given or "native"
 
 
 def _collect(model, rows, directory, pool, episodes, device) -> None:

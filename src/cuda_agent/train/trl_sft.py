@@ -1,10 +1,11 @@
 """Rejection fine-tuning on TRL's ``SFTTrainer``: the RFT rows, loss on the assistant's tokens only.
 
 Rows are the RFT Parquet's (``messages`` with ``tool_calls`` and ``tools``). ``tool_format``
-says how the model reads tool calls: ``text`` renders them in the agent's text protocol (the
-format the project's local Hugging Face client speaks: tools described in the system prompt,
-``<tool_call>`` blocks, ``<tool_result>`` turns); ``native`` hands ``tool_calls`` and ``tools`` to
-the model's own chat template (for models trained on a tool-calling template, driven natively).
+says how the model reads tool calls, and must be how it is then sampled: ``native`` (the default)
+hands ``tool_calls`` and ``tools`` to the model's own chat template, as TRL's agentic GRPO and
+verl's agent loop drive it; ``text`` renders them in the agent's text protocol (the format the
+project's local Hugging Face client speaks: tools described in the system prompt, ``<tool_call>``
+blocks, ``<tool_result>`` turns), as the CPU demo's model is driven.
 Checkpoints go to ``out`` as training goes; a rerun resumes from the newest.
 """
 
@@ -33,7 +34,7 @@ class SFTSettings:
     max_length: int | None = 131_072
     save_steps: int = 50
     seed: int = 0
-    tool_format: str = "text"
+    tool_format: str = "native"
     keep_checkpoints: int = 3
     loggers: tuple[str, ...] = ("console",)  # extras.check_loggers
 

@@ -145,7 +145,8 @@ class DemoRun:
         self.say("rejection fine-tuning (TRL SFTTrainer, assistant tokens only) ...")
         return run_sft(str(self.base_model()), judge_numbers_masked(self.rft_rows()), self.out / "models" / "rft",
                        SFTSettings(epochs=s.sft_epochs, learning_rate=s.sft_lr, max_length=None,
-                                   batch_size=s.sft_batch, save_steps=20, seed=s.seed), device=s.device)
+                                   batch_size=s.sft_batch, save_steps=20, seed=s.seed, tool_format="text"),
+                       device=s.device)  # the text protocol: the hf client drives the demo's model so
 
     def grpo_model(self, start: Path) -> Path:
         s = self.settings
