@@ -269,7 +269,11 @@ class ExtensionBuilder:
     # compiling again. Kept per sandbox setting: what a confined compiler could not read, an
     # unconfined one might.
     def _failure_record(self, key: str) -> Path:
-        return self.root / "modules" / f"{key}-{'confined' if self.sandbox else 'open'}-{FAILED_FILE}"
+        box = self.sandbox
+        confinement = ("open" if box is None else
+                       _sha(str(box.confine_filesystem), str(box.isolate_network), box.seccomp_program or b"",
+                            *map(str, box.hidden))[:12])
+        return self.root / "modules" / f"{key}-{confinement}-{FAILED_FILE}"
 
     def _failed_before(self, key: str) -> dict | None:
         try:
