@@ -114,6 +114,7 @@ def test_compile_errors_are_short_and_keep_good_objects(builder, correct_build, 
     again = builder.build(load_solution(workspace))
     assert not again.ok and again.cache_hit and again.objects_compiled == 0
     assert (again.errors, again.log) == (broken.errors, broken.log)
+    assert again.confinement["note"].startswith("nothing compiled: these sources failed to build before")
     # Fix the kernel (as the correct fixture has it, already cached): the binding compiled during
     # the failed build is kept, so nothing is compiled again and the new module is only linked.
     (workspace / KERNEL).write_text((fixtures_dir / "solutions" / "cpu" / "correct" / KERNEL).read_text())

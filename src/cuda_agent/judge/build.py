@@ -213,8 +213,10 @@ class ExtensionBuilder:
         if module.exists():
             return BuildResult(True, module, "", "", time.perf_counter() - start, True, 0, len(units))
         if (failed := self._failed_before(key)) is not None:
+            kept = {"note": "nothing compiled: these sources failed to build before, and the compiler's answer "
+                            "then is given again", **(failed.get("confinement") or {})}
             return BuildResult(False, None, failed["errors"], failed["log"], time.perf_counter() - start, True,
-                               0, len(units), confinement=failed.get("confinement"))
+                               0, len(units), confinement=kept)
 
         pch_header, pch_note = pch()
         workdir = Path(tempfile.mkdtemp(prefix="build-", dir=self.root / "work"))

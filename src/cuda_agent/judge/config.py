@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 import os
-import dataclasses
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
