@@ -36,6 +36,9 @@ def test_every_stage_composes_against_verls_own_config(stage, tmp_path):
         assert "adv_estimator: gae" in config and "lam: 0.95" in config and "clip_ratio_high: 0.28" in config
         assert "loss_agg_mode: seq-mean-token-mean" in config and "lr: 3.0e-06" in config and "lr: 6.0e-06" in config
         assert "use_kl_loss: false" in config
+        # the train/inference mismatch correction the paper's collapse called for, on
+        assert "rollout_is: token" in config and "rollout_is_threshold: 2.0" in config
+        assert "calculate_log_probs: true" in config
     if stage in ("collect", "value", "agentic"):
         assert settings["actor_rollout_ref.rollout.multi_turn.max_assistant_turns"] == 150
         assert settings["actor_rollout_ref.rollout.max_model_len"] == 131_072

@@ -54,6 +54,12 @@ PAPER_PPO = {
     "actor_rollout_ref.actor.entropy_coeff": 0.0,
     "actor_rollout_ref.actor.ppo_epochs": 1,
     "critic.optim.lr": 6e-6,
+    # The paper's first agentic run collapsed on the train/inference mismatch: CUDA tokens are rare,
+    # and near a probability of 1e-9 the rollout engine's and FSDP's log-probabilities part, so the
+    # ratio swings. Token-level importance weights against the rollout's own log-probabilities,
+    # truncated at 2, correct for it (verl's rollout_correction; calculate_log_probs records them).
+    "algorithm.rollout_correction.rollout_is": "token",
+    "algorithm.rollout_correction.rollout_is_threshold": 2.0,
 }
 
 
