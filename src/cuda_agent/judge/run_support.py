@@ -64,6 +64,10 @@ def _add_seconds(verdict: Verdict, part: str, since: float) -> None:
     verdict.seconds[part] = verdict.seconds.get(part, 0.0) + time.perf_counter() - since
 
 
+def _add_call_seconds(verdict: Verdict, call: str, since: float) -> None:
+    verdict.call_seconds[call] = verdict.call_seconds.get(call, 0.0) + time.perf_counter() - since
+
+
 def foreign_processes(count: int) -> str | None:
     """Why a timing is not believed when other candidates' processes ran through it."""
     if count:

@@ -17,7 +17,7 @@ from .inline_extension import InlineCall, InlineCallError
 from .landlock import build_ruleset
 from .sandbox import Step, own_namespace, policy_for, unprivileged_ids, writable_devices
 from .worker_process import PACKAGE_PARENT, WorkerError, WorkerProcess, WorkerSpec
-from .run_support import _check_reply, _fail
+from .run_support import _add_call_seconds, _check_reply, _fail
 from .session import STEP_SPIN_S
 
 # How long a run waits for memory to come free (another judge's workers ending) before it is refused.
@@ -282,9 +282,12 @@ class RunWorkers:
         message = {"cmd": cmd, **fields} if cmd else fields
         if spin_s is None:
             spin_s = 0.0 if cmd else STEP_SPIN_S
+        started = time.perf_counter()
         try:
             reply = worker.exchange(message, timeout, spin_s=spin_s)
             _check_reply(reply, expect or {}, cmd or str(fields.get("step")))
+            if cmd:  # not timing steps: nothing is added between timed calls
+                _add_call_seconds(self.verdict, f"{worker.spec.role}.{cmd}", started)
             return reply
         except WorkerError as exc:
             worker.kill()
