@@ -374,6 +374,20 @@ def test_perturbed_parameters_leave_their_default_init():
     assert torch.equal(norm.weight, again.weight)  # same seed, same weights in every process
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU with CUDA")
+def test_parameters_on_the_gpu_are_perturbed_there_alike():
+    # drawn on the parameter's device (a GEMM's 67M values in milliseconds), the same for a seed
+    first, second = (torch.nn.Linear(512, 512).cuda() for _ in range(2))
+    second.load_state_dict(first.state_dict())
+    default = first.weight.detach().clone()
+    perturb_parameters(first, seed=11)
+    perturb_parameters(second, seed=11)
+    assert first.weight.device.type == "cuda"
+    assert torch.equal(first.weight, second.weight) and torch.equal(first.bias, second.bias)
+    assert not torch.allclose(first.weight, default, atol=1e-3)
+
+
 # -- sandbox --------------------------------------------------------------------------------------------
 PROBE = """
 import os, sys
