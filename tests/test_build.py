@@ -4,13 +4,15 @@ own infrastructure replacing whatever a workspace holds."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 import torch
 
-from cuda_agent.judge.build import ExtensionBuilder
+from cuda_agent.judge.build import BUILD_NICENESS, ExtensionBuilder, _at_build_priority
 from cuda_agent.judge.toolchain import detect_toolchain, find_cuda_home
 from cuda_agent.solution import load_solution
 
@@ -186,3 +188,13 @@ def test_cuda_fixture_solutions_compile_for_sm90(judge_cache, fixtures_dir, tmp_
             # A CPU build of torch has no libc10_cuda / libtorch_cuda to link against.
             lines = result.errors.splitlines()
             assert lines and all(line.startswith("error: link: cannot find -l") for line in lines), result.errors
+
+
+def test_compilers_run_below_the_judges_priority(tmp_path):
+    # Builds share the host with other judges' timing sessions; the compilers yield to them.
+    marker = tmp_path / "sandboxed"
+    niceness = subprocess.run(["sh", "-c", "cut -d' ' -f19 /proc/self/stat"], capture_output=True, text=True,
+                              check=True, preexec_fn=_at_build_priority(lambda: marker.touch())).stdout
+    assert int(niceness) == min(19, os.getpriority(os.PRIO_PROCESS, 0) + BUILD_NICENESS)
+    assert marker.exists()  # the sandbox's own preexec still runs
+    assert os.getpriority(os.PRIO_PROCESS, 0) < int(niceness)  # the judge itself keeps its priority
