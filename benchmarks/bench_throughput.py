@@ -140,19 +140,28 @@ def main() -> None:
 def measure(args, config, kind: str, jobs: int, levels, selection, out: Path, samples: Path, count: int,
             console: Console) -> dict:
     """One row: the candidates judged with ``kind`` pool at ``jobs`` per GPU."""
-    # Warm-up: every reference checked and its baselines cached, in the run's own results file.
+    # Warm-up: every reference checked and its baselines cached, in the run's own results file;
+    # a local pool's processes and their fork servers started, and the row judged in that pool,
+    # as a long run's judges are (a Ray pool is made again by the row).
     started = time.perf_counter()
-    with make_pool(kind, config, jobs, args.ray_address if kind == "ray" else None) as pool:
+    pool = make_pool(kind, config, jobs, args.ray_address if kind == "ray" else None)
+    try:
         feeders = pool.max_concurrent if kind == "ray" else jobs
         asyncio.run(BenchRun(out, discover(args.kernelbench, levels, selection), {}).run([pool], feeders, console))
-    warm_s = time.perf_counter() - started
+        if kind == "local":
+            pool.warm()
+        warm_s = time.perf_counter() - started
 
-    options = BenchOptions(kernelbench=args.kernelbench, out=out, levels=levels, problem_ids=selection,
-                           solutions=samples, judge=config, gpus=None if kind == "ray" else 1, jobs_per_gpu=jobs,
-                           pool=kind, ray_address=args.ray_address if kind == "ray" else None)
-    started = time.perf_counter()
-    report, _ = run_benchmark(options, console=console)
-    seconds = time.perf_counter() - started
+        options = BenchOptions(kernelbench=args.kernelbench, out=out, levels=levels, problem_ids=selection,
+                               solutions=samples, judge=config, gpus=None if kind == "ray" else 1,
+                               jobs_per_gpu=jobs, pool=kind, ray_address=args.ray_address if kind == "ray" else None)
+        if kind == "ray":
+            pool.close()
+        started = time.perf_counter()
+        report, _ = run_benchmark(options, console=console, pools=[pool] if kind == "local" else None)
+        seconds = time.perf_counter() - started
+    finally:
+        pool.close()
     records = [r for r in ResultsLog(out / RESULTS_FILE).read() if r["kind"] == "solution"]
     judged = [r for r in records if r.get("stage_seconds")]
     # Each stage's mean over the judge runs that reached it (a wrong solution never profiles).
@@ -175,10 +184,12 @@ def outcome(record: dict, out: Path) -> dict:
     decided = {field: record.get(field) for field in ("key", "sample", "status", "correct", "reward",
                                                       "speedup_vs_eager", "speedup_vs_compile")}
     try:
-        notes = json.loads((out / record["verdict"]).read_text()).get("notes") or []
+        verdict = json.loads((out / record["verdict"]).read_text())
     except (KeyError, TypeError, OSError, ValueError):
-        notes = []
-    return {**decided, "why": record.get("error") or "; ".join(notes) or None}
+        verdict = {}
+    notes = verdict.get("notes") or []
+    return {**decided, "why": record.get("error") or "; ".join(notes) or None,
+            "seconds": record.get("stage_seconds"), "call_seconds": verdict.get("call_seconds")}
 
 
 if __name__ == "__main__":

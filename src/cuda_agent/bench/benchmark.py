@@ -63,8 +63,11 @@ def visible_gpus(backend: str) -> int:
     return max(1, torch.cuda.device_count())
 
 
-def run_benchmark(options: BenchOptions, console: Console | None = None) -> tuple[dict, dict[str, Path]]:
-    """Judge what is not yet judged, then write the report; returns (report, written files)."""
+def run_benchmark(options: BenchOptions, console: Console | None = None,
+                  pools: list[Any] | None = None) -> tuple[dict, dict[str, Path]]:
+    """Judge what is not yet judged, then write the report; returns (report, written files).
+    ``pools``: local pools already started, one per GPU, to judge with (their processes warm);
+    they stay the caller's to close."""
     from ..cluster import make_pool
     from ..cluster.pool import SpreadJudgePool
     from ..device import resolve_backend
@@ -77,13 +80,17 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
     problems = discover(options.kernelbench, options.levels, options.problem_ids)
     imported = import_baselines(options.import_baselines) if options.import_baselines else None
     theirs = import_baselines(options.compare_baselines) if options.compare_baselines else None
-    pools: list[Any] = []
+    judging = list(pools or [])  # what judges; ``pools`` then holds those made here, closed here
+    pools = []
+    if judging and options.pool != "local":
+        raise BenchmarkError("pools given to run_benchmark must be local pools")
     if options.pool == "ray" and not options.report_only:
         if options.gpus:
             raise BenchmarkError("--gpus applies to the local pool; a Ray pool uses every GPU of its cluster")
         # The cluster decides the backend (the driver may have no GPU) and the number of GPUs.
         pool = make_pool("ray", options.judge, options.jobs_per_gpu, options.ray_address)
-        pools, backend = [pool], pool.backend
+        pools = judging = [pool]
+        backend = pool.backend
         gpus = int(pool.workers.resources.get("GPU", 0)) if backend == "cuda" else 1
         jobs = pool.max_concurrent  # one feeder per actor
     else:
@@ -106,15 +113,15 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
             warning = cpu_warning(BenchRun(options.out, problems, {}), options.agent is not None)
             if warning:
                 console.print(warning)
-        if not pools and not options.report_only:
-            pools = [make_pool("local", replace(options.judge, backend=backend, device_index=i), jobs)
-                     for i in range(gpus)]
+        if not judging and not options.report_only:
+            judging = pools = [make_pool("local", replace(options.judge, backend=backend, device_index=i), jobs)
+                               for i in range(gpus)]
         solutions = options.solutions
         if options.agent is not None:
             solutions = options.out / AGENT_DIR
             if not options.report_only:
                 # every GPU's pool: the episodes' judges spread over all of them
-                options.agent(problems, solutions, pools[0] if len(pools) == 1 else SpreadJudgePool(pools))
+                options.agent(problems, solutions, judging[0] if len(judging) == 1 else SpreadJudgePool(judging))
         candidates, unmatched = ({}, []) if solutions is None else \
             find_candidates(solutions, [p for ps in problems.values() for p in ps])
         if console is not None and unmatched:
@@ -125,7 +132,7 @@ def run_benchmark(options: BenchOptions, console: Console | None = None) -> tupl
         run = BenchRun(options.out, problems, candidates, solutions_root=Path(solutions) if solutions else None)
         if not options.report_only:
             try:
-                asyncio.run(run.run(pools, jobs, console))
+                asyncio.run(run.run(judging, jobs, console))
             except BenchmarkError as exc:  # some jobs failed: report what was recorded, then say so
                 failure = exc
     finally:
