@@ -46,3 +46,15 @@ def test_a_timed_large_output_is_rechecked_through_the_exchange_buffer(judge, ta
     assert v.settings.get("outputs_compared_on") == "gpu", v.notes
     timed = [c for c in v.checks if c.phase == "timing"]
     assert timed and all(c.passed for c in timed)
+
+
+def test_the_reference_weights_reach_each_candidate_on_the_gpu(judge, task, fixture_solution):
+    # Each check's weights are copied on the device from an exchange buffer of the candidate's own,
+    # not sent through the judge; a group's candidates each load from their own buffer.
+    v = judge.verify(task, fixture_solution("cuda/correct"))
+    assert v.status == "ok", v.feedback
+    assert v.settings.get("weights_loaded_from") == "gpu", v.notes
+    group = judge.evaluate_many(task, [fixture_solution("cuda/correct"), fixture_solution("cuda/wrong_values"),
+                                       fixture_solution("cuda/correct")], "verify")
+    assert [g.status for g in group] == ["ok", "incorrect", "ok"], [g.feedback for g in group]
+    assert all(g.settings.get("weights_loaded_from") == "gpu" for g in group)

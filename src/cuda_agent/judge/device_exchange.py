@@ -83,7 +83,8 @@ class MalformedOutput(ValueError):
 
 
 def rebuild(description: Any, buffer: torch.Tensor) -> tuple[Any, bool]:
-    """Reference side: the candidate's output as views of ``buffer``, from its description.
+    """Reference side: the candidate's output as views of ``buffer``, from its description
+    (candidate side: the reference's weights, from the reference's description).
     Returns (the output, whether every tensor has data); tensors without a slot are meta tensors."""
     complete = True
 

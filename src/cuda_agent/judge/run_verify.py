@@ -30,7 +30,7 @@ class CheckDraw:
 
     index: int
     weight_seed: int
-    state: dict  # the weights the reference drew, for the candidate to load
+    weights: dict  # the reference's reply to init_model: its weights, or where they wait on the device
     input_seed: int
     digest_key: int
     reply: dict  # the reference's reply to ``run``: its output (or where it holds it), inputs, audit
@@ -87,8 +87,7 @@ class RunVerification:
         it is compared; with ``buffers``, one exchange buffer for each of a group's candidates."""
         cfg = self.cfg
         weight_seed = self._seed()
-        state = self._call(self.ref, "init_model", cfg.call_timeout_s,
-                           {"weight_seed": weight_seed, "perturb": index > 0}, expect={"state_dict": dict})["state_dict"]
+        weights = self._init_reference(weight_seed, index > 0, buffers)
         seed = self._seed()
         transform = CHECK_TRANSFORMS[index % len(CHECK_TRANSFORMS)]
         key = self._seed()
@@ -98,7 +97,7 @@ class RunVerification:
                           **self._hold(buffers)},
                          expect={"output": object, "transform": str, "identity_passes": bool, "aliases": list,
                                  "inputs_before": list, "inputs_after": list, "inputs": dict})
-        return CheckDraw(index, weight_seed, state, seed, key, ref)
+        return CheckDraw(index, weight_seed, weights, seed, key, ref)
 
     def check_candidate(self, draw: CheckDraw) -> None:
         """The candidate's side of a check: the reference's weights loaded, its call on the same
@@ -106,9 +105,7 @@ class RunVerification:
         In a group (``self.buffer`` named) the reference holds one output for every candidate,
         and keeps it for the others."""
         v, cfg, i = self.verdict, self.cfg, draw.index
-        self._call(self.cand, "load_weights", cfg.call_timeout_s,
-                   {"weight_seed": draw.weight_seed, "state_dict": draw.state})
-        self.weight_seed = draw.weight_seed
+        self._load_candidate(draw.weight_seed, i > 0, draw.weights)
         try:
             ref = draw.reference_for(self.buffer)
         except WorkerError as exc:
@@ -315,9 +312,35 @@ class RunVerification:
 
     def _load_weights(self, weight_seed: int) -> None:
         """Fresh weights from the reference, at their default init, loaded into the candidate."""
-        state = self._call(self.ref, "init_model", self.cfg.call_timeout_s,
-                           {"weight_seed": weight_seed, "perturb": False},
-                           expect={"state_dict": dict})["state_dict"]
-        self._call(self.cand, "load_weights", self.cfg.call_timeout_s,
-                   {"weight_seed": weight_seed, "state_dict": state})
+        self._load_candidate(weight_seed, False, self._init_reference(weight_seed, False))
+
+    def _init_reference(self, weight_seed: int, perturb: bool, buffers: list[str] | None = None) -> dict:
+        """The reference's model with fresh weights; its reply says where they are to be loaded
+        from: on the GPU, an exchange buffer of this candidate's (``self.buffer`` in a group), or
+        one for each of ``buffers``; else the weights themselves."""
+        share = {}
+        if self.judge.backend == "cuda" and self.cfg.compare_on_device:
+            share = {"share": list(buffers) if buffers is not None else [self.buffer or ""]}
+        return self._call(self.ref, "init_model", self.cfg.call_timeout_s,
+                          {"weight_seed": weight_seed, "perturb": perturb, **share}, expect={"state_dict": dict})
+
+    def _load_candidate(self, weight_seed: int, perturb: bool, weights: dict) -> None:
+        """The reference's weights (its reply to ``_init_reference``) loaded into the candidate."""
+        timeout, fields = self.cfg.call_timeout_s, {"state_dict": weights["state_dict"]}
+        if "weights" in weights:
+            offer = weights["weights"].get(self.buffer or "") if isinstance(weights["weights"], dict) else None
+            if not isinstance(offer, dict):
+                self._worker_failed("reference-eager", WorkerError(
+                    "runtime_error", "malformed reply to `init_model`: no weights for a candidate "
+                                     "(something wrote on the judge's channel)"))
+            fields = {"state_dict": {}, "weights": offer}
+        reply = self._call(self.cand, "load_weights", timeout, {"weight_seed": weight_seed, **fields})
+        on = "gpu" if "weights" in fields else "host"
+        if "weights_error" in reply:  # its process could not map the buffer: the weights go whole
+            state = self._call(self.ref, "init_model", timeout, {"weight_seed": weight_seed, "perturb": perturb},
+                               expect={"state_dict": dict})["state_dict"]
+            self._call(self.cand, "load_weights", timeout, {"weight_seed": weight_seed, "state_dict": state})
+            on = "host"
+        if self.verdict.settings.get("weights_loaded_from") != "host":  # once on the host, reported so
+            self.verdict.settings["weights_loaded_from"] = on
         self.weight_seed = weight_seed

@@ -122,6 +122,7 @@ def perturb_parameters(model: Any, seed: int) -> None:
 # the inputs of a seed alike; a tensor whose elements share memory (an expanded view) cannot vary
 # element by element and is left as it is.
 INPUT_VARIATION = 2.0 ** -8
+WEIGHTS_BUFFER = "weights:"  # the reference's exchange buffers for weights, apart from its outputs'
 
 
 def vary_inputs(inputs: list[Any], seed: int) -> list[Any]:
@@ -550,27 +551,82 @@ class Worker:
         import torch
 
         init = self.init_inputs(msg["weight_seed"])
-        seed_everything(msg["weight_seed"])
-        model = self.model_class(*init).to(self.device).eval()
+        model = self._construct(init, msg["weight_seed"]).eval()
         if msg.get("perturb"):
             perturb_parameters(model, msg["weight_seed"])
         state = {k: v for k, v in model.state_dict().items()}
         self.model = torch.compile(model) if self.mode == "compile" else model
         self._model64 = None  # new weights: the float64 copy is made again when first needed
-        return {"state_dict": state if msg.get("return_state", True) else {}}
+        if not msg.get("return_state", True):
+            return {"state_dict": {}}
+        if msg.get("share"):
+            return self._offer_weights(state, [str(n) for n in msg["share"]])
+        return {"state_dict": state}
+
+    def _offer_weights(self, state: dict, names: list[str]) -> dict:
+        """Reference: the weights copied into an exchange buffer for each of ``names`` (a group's
+        candidates have one each, so none can change what another loads), for the candidate to
+        copy on the device: a GEMM's 256 MB crossed two pipes and the host twice a check. Where
+        CUDA IPC does not work or a tensor is in host memory, the weights go whole."""
+        from . import device_exchange
+        from .correctness import tensor_leaves
+
+        leaves = tensor_leaves(state)
+        if not leaves or any(t.device.type != "cuda" for t in leaves):
+            return {"state_dict": state}
+        slots, nbytes = device_exchange.layout(state)
+        try:
+            for name in names:
+                key = WEIGHTS_BUFFER + name
+                if key not in self.buffers or self.buffers[key].nbytes < nbytes:
+                    # An older buffer stays allocated: the candidate may still have it mapped.
+                    self.buffers[key] = device_exchange.ExchangeBuffer(nbytes)
+                    self.exchanges.append(self.buffers[key])
+        except device_exchange.ExchangeUnavailable:
+            return {"state_dict": state}
+        offers = {}
+        for name in names:
+            buffer = self.buffers[WEIGHTS_BUFFER + name]
+            offers[name] = {"handle": buffer.handle, "state_dict": device_exchange.place(state, buffer.tensor, slots)}
+        self.synchronize()  # the copies are complete before a candidate reads them
+        return {"state_dict": {}, "weights": offers}
 
     def load_weights(self, msg: dict) -> dict:
         """Candidate: build ModelNew and load the reference's weights into it, strictly."""
+        state = msg["state_dict"]
+        if isinstance(offer := msg.get("weights"), dict):  # the reference's weights, on the device
+            from . import device_exchange
+
+            try:
+                mapped = self._map(str(offer["handle"]))
+            except device_exchange.ExchangeUnavailable as exc:
+                return {"weights_error": str(exc)}  # the judge sends them whole instead
+            state, _ = device_exchange.rebuild(offer["state_dict"], mapped.tensor)
         init = self.init_inputs(msg["weight_seed"])
-        model = self.model_class(*init)
-        result = model.load_state_dict(msg["state_dict"], strict=False)
+        model = self._construct(init, msg["weight_seed"])
+        result = model.load_state_dict(state, strict=False)
         if result.missing_keys or result.unexpected_keys:
             raise WorkerFailure(ERROR_RUNTIME, (
                 "ModelNew's parameters do not match Model's state_dict: "
                 f"missing {list(result.missing_keys)[:8]}, unexpected {list(result.unexpected_keys)[:8]}. "
                 "ModelNew must create the same parameters and buffers as Model."))
-        self.model = model.to(self.device).eval()
+        self.model = model.eval()
         return {}
+
+    def _construct(self, init: list[Any], seed: int) -> Any:
+        """The model class built from ``init`` with the random state ``seed``, on the device:
+        its parameters drawn there (a GEMM's 67M-value init took most of a second a check on the
+        host), or built on the host and moved where its init needs host tensors."""
+        import torch
+
+        seed_everything(seed)
+        try:
+            with torch.device(self.device):
+                model = self.model_class(*init)
+        except Exception:
+            seed_everything(seed)
+            model = self.model_class(*init)
+        return model.to(self.device)
 
     def run(self, msg: dict) -> dict:
         """One forward on seeded inputs.
@@ -698,16 +754,22 @@ class Worker:
         reason in ``reply``."""
         from . import device_exchange
 
-        handle = str(exchange["handle"])
         try:
-            if handle not in self.mapped:
-                self.mapped[handle] = device_exchange.MappedBuffer(handle)
+            mapped = self._map(str(exchange["handle"]))
         except device_exchange.ExchangeUnavailable as exc:
             reply["exchange_error"] = str(exc)
             return output
-        description = device_exchange.place(output, self.mapped[handle].tensor, list(exchange["slots"]))
+        description = device_exchange.place(output, mapped.tensor, list(exchange["slots"]))
         self.synchronize()  # the copies are complete before the reference reads them
         return description
+
+    def _map(self, handle: str) -> Any:
+        """Candidate: the reference's exchange buffer ``handle``, mapped once."""
+        from . import device_exchange
+
+        if handle not in self.mapped:
+            self.mapped[handle] = device_exchange.MappedBuffer(handle)
+        return self.mapped[handle]
 
     def compare_exchanged(self, msg: dict) -> dict:
         """Reference: the candidate's output, rebuilt from its description as views of the exchange
