@@ -134,8 +134,8 @@ class ExtensionBuilder:
 
     def prepare(self) -> str:
         """Precompile the bindings' header now, as the first build would (once per toolchain,
-        under its lock; at once where it is made): a long run's first builds then do not all wait
-        on it. Returns why there is none, or ""."""
+        under its lock; a header already made is found and nothing is compiled): a long run's
+        first builds then do not all wait on it. Returns why there is none, or ""."""
         return self._pch_header()[1]
 
     # -- precompiled header -----------------------------------------------------------------

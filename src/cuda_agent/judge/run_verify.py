@@ -314,12 +314,13 @@ class RunVerification:
         """Fresh weights from the reference, at their default init, loaded into the candidate."""
         self._load_candidate(weight_seed, False, self._init_reference(weight_seed, False))
 
-    def _init_reference(self, weight_seed: int, perturb: bool, buffers: list[str] | None = None) -> dict:
+    def _init_reference(self, weight_seed: int, perturb: bool, buffers: list[str] | None = None,
+                        on_device: bool = True) -> dict:
         """The reference's model with fresh weights; its reply says where they are to be loaded
         from: on the GPU, an exchange buffer of this candidate's (``self.buffer`` in a group), or
-        one for each of ``buffers``; else the weights themselves."""
+        one for each of ``buffers``; else (or without ``on_device``) the weights themselves."""
         share = {}
-        if self.judge.backend == "cuda" and self.cfg.compare_on_device:
+        if on_device and self.judge.backend == "cuda" and self.cfg.compare_on_device:
             share = {"share": list(buffers) if buffers is not None else [self.buffer or ""]}
         return self._call(self.ref, "init_model", self.cfg.call_timeout_s,
                           {"weight_seed": weight_seed, "perturb": perturb, **share}, expect={"state_dict": dict})
@@ -337,8 +338,7 @@ class RunVerification:
         reply = self._call(self.cand, "load_weights", timeout, {"weight_seed": weight_seed, **fields})
         on = "gpu" if "weights" in fields else "host"
         if "weights_error" in reply:  # its process could not map the buffer: the weights go whole
-            state = self._call(self.ref, "init_model", timeout, {"weight_seed": weight_seed, "perturb": perturb},
-                               expect={"state_dict": dict})["state_dict"]
+            state = self._init_reference(weight_seed, perturb, on_device=False)["state_dict"]
             self._call(self.cand, "load_weights", timeout, {"weight_seed": weight_seed, "state_dict": state})
             on = "host"
         if self.verdict.settings.get("weights_loaded_from") != "host":  # once on the host, reported so

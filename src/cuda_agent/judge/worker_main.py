@@ -399,16 +399,23 @@ class Worker:
     def _task_inputs(self, seed: int) -> list[Any]:
         import torch
 
+        inputs = self._made_on_device(seed, self.task.get_inputs)
+        return vary_inputs([x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs], seed)
+
+    def _made_on_device(self, seed: int, make: Callable[[], Any]) -> Any:
+        """``make()`` from the random state ``seed`` with torch's factories creating tensors on the
+        device directly (drawn there, not on the host and copied); again on the host where it
+        fails there (some tasks need host tensors: numpy, CPU generators). Every process takes the
+        same path for the same task, so what it makes still agrees."""
+        import torch
+
         seed_everything(seed)
         try:
-            with torch.device(self.device):  # factories create tensors on the device directly
-                inputs = self.task.get_inputs()
+            with torch.device(self.device):
+                return make()
         except Exception:
-            # Some tasks need host tensors (numpy, CPU generators). Every process takes the same
-            # path for the same task, so the inputs still agree.
             seed_everything(seed)
-            inputs = self.task.get_inputs()
-        return vary_inputs([x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs], seed)
+            return make()
 
     def init_inputs(self, seed: int) -> list[Any]:
         seed_everything(seed)
@@ -576,18 +583,11 @@ class Worker:
             return {"state_dict": state}
         slots, nbytes = device_exchange.layout(state)
         try:
-            for name in names:
-                key = WEIGHTS_BUFFER + name
-                if key not in self.buffers or self.buffers[key].nbytes < nbytes:
-                    # An older buffer stays allocated: the candidate may still have it mapped.
-                    self.buffers[key] = device_exchange.ExchangeBuffer(nbytes)
-                    self.exchanges.append(self.buffers[key])
+            buffers = {name: self._exchange_buffer(WEIGHTS_BUFFER + name, nbytes) for name in names}
         except device_exchange.ExchangeUnavailable:
             return {"state_dict": state}
-        offers = {}
-        for name in names:
-            buffer = self.buffers[WEIGHTS_BUFFER + name]
-            offers[name] = {"handle": buffer.handle, "state_dict": device_exchange.place(state, buffer.tensor, slots)}
+        offers = {name: {"handle": buffer.handle, "state_dict": device_exchange.place(state, buffer.tensor, slots)}
+                  for name, buffer in buffers.items()}
         self.synchronize()  # the copies are complete before a candidate reads them
         return {"state_dict": {}, "weights": offers}
 
@@ -614,19 +614,9 @@ class Worker:
         return {}
 
     def _construct(self, init: list[Any], seed: int) -> Any:
-        """The model class built from ``init`` with the random state ``seed``, on the device:
-        its parameters drawn there (a GEMM's 67M-value init took most of a second a check on the
-        host), or built on the host and moved where its init needs host tensors."""
-        import torch
-
-        seed_everything(seed)
-        try:
-            with torch.device(self.device):
-                model = self.model_class(*init)
-        except Exception:
-            seed_everything(seed)
-            model = self.model_class(*init)
-        return model.to(self.device)
+        """The model class built from ``init`` on the device (a GEMM's 67M-value init took most of
+        a second a check on the host), or on the host and moved (``_made_on_device``)."""
+        return self._made_on_device(seed, lambda: self.model_class(*init)).to(self.device)
 
     def run(self, msg: dict) -> dict:
         """One forward on seeded inputs.
@@ -731,10 +721,7 @@ class Worker:
             names = [str(n) for n in exchange] if isinstance(exchange, list) else [exchange if isinstance(exchange, str) else ""]
             try:
                 for buffer in names:
-                    if buffer not in self.buffers or self.buffers[buffer].nbytes < nbytes:
-                        # An older buffer stays allocated: the candidate may still have it mapped.
-                        self.buffers[buffer] = device_exchange.ExchangeBuffer(nbytes)
-                        self.exchanges.append(self.buffers[buffer])
+                    self._exchange_buffer(buffer, nbytes)
             except device_exchange.ExchangeUnavailable as exc:
                 reply["exchange_error"] = str(exc)
                 return
@@ -747,6 +734,17 @@ class Worker:
         self.held[name] = map_tensors(lambda t: t.detach().clone(), output) if copy else output
         self.held_norms[name] = reply.get("float64")
         reply["output"] = None
+
+    def _exchange_buffer(self, name: str, nbytes: int) -> Any:
+        """Reference: the exchange buffer ``name``, of ``nbytes`` at least: the one made before,
+        or a new one where there was none or it is too small."""
+        from . import device_exchange
+
+        if name not in self.buffers or self.buffers[name].nbytes < nbytes:
+            # An older buffer stays allocated: the candidate may still have it mapped.
+            self.buffers[name] = device_exchange.ExchangeBuffer(nbytes)
+            self.exchanges.append(self.buffers[name])
+        return self.buffers[name]
 
     def _share(self, output: Any, exchange: dict, reply: dict) -> Any:
         """Candidate: copy ``output`` into the reference's exchange buffer and return its

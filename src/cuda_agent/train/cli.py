@@ -136,6 +136,8 @@ def _stage_command(stage: str):
             raise TrainError("--keep-checkpoints and --val-every must be at least 1")
         kept = {"keep_checkpoints": keep_checkpoints, "loggers": check_loggers(logger)}
         layout = _layout(profile, stage, engine, gpus, nodes, sequence_parallel, judge_pool, ray_resource)
+        if chosen := layout["profile"]:
+            err.print(f"[dim]launch profile {chosen.name}: {chosen.summary}; the judges run {chosen.judges}[/]")
         judge_pool, ray_resource = layout["judge_pool"], layout["judge_ray_resource"]
         judge = {"pool": judge_pool, "ray_address": ray_address, "ray_resource": ray_resource}
         if judge_pool not in ("local", "ray") or ((ray_address or ray_resource) and judge_pool != "ray"):
@@ -166,16 +168,15 @@ def _stage_command(stage: str):
 
 def _layout(profile: Optional[str], stage: str, engine: str, gpus: Optional[int], nodes: Optional[int],
             sequence_parallel: Optional[int], judge_pool: Optional[str], ray_resource: Optional[str]) -> dict:
-    """The verl layout: each flag given, else the launch profile's value, else the default; and
-    the profile's Hydra overrides, which overrides given after the options follow (and so win)."""
+    """The verl layout: each flag given, else the launch profile's value, else the default; the
+    profile's Hydra overrides, which overrides given after the options follow (and so win); and
+    the profile itself (None without one)."""
     from .profiles import get_profile
 
     chosen = get_profile(profile) if profile else None
     if chosen and engine != "verl":
         raise TrainError("--profile sets a verl layout (GPUs, nodes, sequence parallelism, offload); the trl engine "
                          "trains on one machine: leave --profile out")
-    if chosen:
-        err.print(f"[dim]launch profile {chosen.name}: {chosen.summary}; the judges run {chosen.judges}[/]")
 
     def pick(given, attribute, default):
         return given if given is not None else getattr(chosen, attribute) if chosen else default
@@ -186,7 +187,7 @@ def _layout(profile: Optional[str], stage: str, engine: str, gpus: Optional[int]
             # --judge-pool local given plainly: the profile's judge nodes are not wanted
             "judge_ray_resource": ray_resource if ray_resource is not None or judge_pool == "local"
             else (chosen.judge_ray_resource if chosen else None),
-            "overrides": chosen.hydra_overrides(stage) if chosen else []}
+            "overrides": chosen.hydra_overrides(stage) if chosen else [], "profile": chosen}
 
 
 JUDGES_SHARE_TRAINING_GPUS = (

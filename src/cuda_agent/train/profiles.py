@@ -22,11 +22,16 @@ from typing import Any
 from .extras import TrainError
 
 # What keeps the training phase of a 7B model well inside an 80 GB GPU at 16k-32k tokens a GPU: the
-# optimizer's fp32 moments of actor and critic on the host (the estimate's largest movable part).
-_OPTIMIZER_OFFLOAD = {
+# optimizer's fp32 moments of actor and critic on the host (the estimate's largest movable part);
+# and a rollout engine on each GPU (tensor parallelism 1), as a 7B model fits one. What the profiles
+# differ in beside it is the rollout engine's share of the GPU.
+_PPO_MEMORY = {
     "actor_rollout_ref.actor.fsdp_config.optimizer_offload": True,
     "critic.fsdp.optimizer_offload": True,
+    "actor_rollout_ref.rollout.tensor_model_parallel_size": 1,
 }
+_ROLLOUT_SHARE = "actor_rollout_ref.rollout.gpu_memory_utilization"
+_SFT_MEMORY = {"engine.optimizer_offload": True}  # the rft stage: the same offload, in sft_trainer's name
 
 
 @dataclass(frozen=True)
@@ -52,19 +57,13 @@ PROFILES: dict[str, LaunchProfile] = {
     "node8": LaunchProfile(
         name="node8", summary="one node of eight 80 GB GPUs, a model of up to 7-8B",
         gpus_per_node=8, nodes=1, sequence_parallel=8, judge_pool="local", judge_ray_resource=None,
-        overrides={**_OPTIMIZER_OFFLOAD,
-                   "actor_rollout_ref.rollout.tensor_model_parallel_size": 1,
-                   "actor_rollout_ref.rollout.gpu_memory_utilization": 0.5},
-        sft_overrides={"engine.optimizer_offload": True},
+        overrides={**_PPO_MEMORY, _ROLLOUT_SHARE: 0.5}, sft_overrides=_SFT_MEMORY,
         judges="on the node's own GPUs, beside training (one node has no others): timings vary with training's "
                "load and an unsteady one is paid no speedup; add a GPU machine as a judge node to move them off"),
     "nodes4": LaunchProfile(
         name="nodes4", summary="four nodes of eight 80 GB GPUs, a model of up to 7-8B, judges on nodes of their own",
         gpus_per_node=8, nodes=4, sequence_parallel=4, judge_pool="ray", judge_ray_resource="judge",
-        overrides={**_OPTIMIZER_OFFLOAD,
-                   "actor_rollout_ref.rollout.tensor_model_parallel_size": 1,
-                   "actor_rollout_ref.rollout.gpu_memory_utilization": 0.6},
-        sft_overrides={"engine.optimizer_offload": True},
+        overrides={**_PPO_MEMORY, _ROLLOUT_SHARE: 0.6}, sft_overrides=_SFT_MEMORY,
         judges="on the cluster's judge nodes, apart from the 32 training GPUs: start each with "
                "`ray start --address HEAD:6379 --num-gpus N --resources '{\"judge\": N}'`"),
 }
