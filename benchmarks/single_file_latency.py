@@ -10,14 +10,21 @@ layout, after a warm-up that builds the toolchain's precompiled headers:
 Each row is the verify stage (build, process start, five checks) with baselines not involved.
 Prints a table and writes JSON. Absolute times mean something only on the GPU machine.
 
-    python benchmarks/single_file_latency.py [--device cuda|cpu] [--rounds 3] [--out FILE]
+On CUDA, ``--phases`` then says where a fresh single-file build's time goes: each ``cuda.cu`` of
+the fixture and of a KernelBench-style generation (``examples/kernelbench``) compiled once more
+with the judge's own command and ``nvcc --time``, as written and with its own
+``#include <torch/extension.h>`` left out (``load_inline`` still adds ``torch/types.h``).
+
+    python benchmarks/single_file_latency.py [--device cuda|cpu] [--rounds 3] [--phases] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +38,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from cuda_agent.device import resolve_backend  # noqa: E402
 from cuda_agent.judge.config import JudgeConfig  # noqa: E402
+from cuda_agent.judge.inline_extension import InlineCall  # noqa: E402
 from cuda_agent.judge.judge import Judge  # noqa: E402
 from cuda_agent.solution import Solution, load_solution  # noqa: E402
 from cuda_agent.task import load_task  # noqa: E402
@@ -54,6 +62,56 @@ def marked(solution: Solution, marker: str) -> Solution:
     return Solution(files, solution.layout, solution.origin)
 
 
+GENERATION = ROOT / "examples" / "kernelbench" / "level_1_problem_88_sample_1_kernel.py"
+EXTENSION_INCLUDE = "#include <torch/extension.h>"
+
+
+class _Called(Exception):
+    def __init__(self, call: InlineCall):
+        self.call = call
+
+
+def inline_call(path: Path) -> InlineCall:
+    """The first ``load_inline`` call that importing the single-file solution at ``path`` makes."""
+    import torch.utils.cpp_extension as cpp_extension
+
+    def record(*args, **kwargs):
+        raise _Called(InlineCall.from_arguments(*args, **kwargs))
+
+    original, cpp_extension.load_inline = cpp_extension.load_inline, record
+    try:
+        exec(compile(path.read_text(), str(path), "exec"), {"__name__": "model_new"})
+    except _Called as called:
+        return called.call
+    finally:
+        cpp_extension.load_inline = original
+    raise SystemExit(f"{path} made no load_inline call")
+
+
+def nvcc_phases(judge: Judge, call: InlineCall) -> dict[str, dict[str, float]]:
+    """Seconds of each nvcc phase of ``call``'s cuda.cu, as written and without its own
+    ``#include <torch/extension.h>``; what ``nvcc --time`` reports, summed by phase."""
+    command = judge.builder.inline_commands(call)["cuda.cu"]
+    source = call.files()["cuda.cu"]
+    variants = {"as written": source, "without its torch/extension.h": source.replace(EXTENSION_INCLUDE, "")}
+    phases: dict[str, dict[str, float]] = {}
+    for name, text in variants.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "cuda.cu").write_text(text)
+            report = Path(tmp) / "phases.csv"
+            started = time.perf_counter()
+            subprocess.run([*command, "--time", str(report)], cwd=tmp, check=True, capture_output=True)
+            seconds = {"wall": time.perf_counter() - started}
+            with report.open() as fh:
+                for row in csv.DictReader(fh, skipinitialspace=True):
+                    phase = (row.get("phase name ") or row.get("phase name") or "").strip()
+                    metric = (row.get("metric ") or row.get("metric") or "").strip()
+                    if phase and metric:
+                        seconds[phase] = seconds.get(phase, 0.0) + float(metric) / 1000
+        phases[name] = seconds
+    return phases
+
+
 def verify_seconds(judge: Judge, task, solution: Solution) -> tuple[float, dict, dict]:
     started = time.perf_counter()
     verdict = judge.verify(task, solution)
@@ -66,6 +124,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default=None)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--phases", action="store_true",
+                        help="CUDA: each cuda.cu compiled again under nvcc --time, with and without torch/extension.h")
     parser.add_argument("--out", type=Path, default=None, help="JSON output path")
     args = parser.parse_args()
     backend = resolve_backend(args.device)
@@ -104,6 +164,18 @@ def main() -> None:
     result["single_file_minus_workspace_s"] = gap
     console.print(table)
     console.print(f"single file minus workspace: fresh {gap['fresh']:+.2f} s, again {gap['again']:+.2f} s")
+    if args.phases and backend == "cuda":
+        result["nvcc_phases_s"] = {}
+        for path in (SOLUTIONS["single_file"]["cuda"], GENERATION):
+            phases = result["nvcc_phases_s"][path.name] = nvcc_phases(judge, inline_call(path))
+            table = Table(title=f"nvcc phases of {path.name}'s cuda.cu, seconds")
+            names = list(dict.fromkeys(p for by in phases.values() for p in by))
+            table.add_column("cuda.cu")
+            for name in names:
+                table.add_column(name, justify="right")
+            for variant, by in phases.items():
+                table.add_row(variant, *(f"{by.get(name, 0.0):.2f}" for name in names))
+            console.print(table)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2))

@@ -55,6 +55,9 @@ def test_editing_one_kernel_recompiles_only_that_object(builder, correct_build, 
     assert not first.cache_hit
     assert first.objects_compiled == 1 and first.objects_total == 3
     assert first.module_path != correct_build.module_path
+    # ninja's log says what each compiler run took: the one kernel recompiled, and the link
+    assert set(first.step_seconds) == {KERNEL, "link"}
+    assert all(0 < seconds < first.seconds for seconds in first.step_seconds.values())
     second = builder.build(load_solution(workspace))
     assert second.cache_hit and second.objects_compiled == 0
     assert second.module_path == first.module_path

@@ -58,3 +58,32 @@ def test_the_reference_weights_reach_each_candidate_on_the_gpu(judge, task, fixt
                                        fixture_solution("cuda/correct")], "verify")
     assert [g.status for g in group] == ["ok", "incorrect", "ok"], [g.feedback for g in group]
     assert all(g.settings.get("weights_loaded_from") == "gpu" for g in group)
+
+
+# Prepended to a correct solution's model_new.py: its process (the candidate's, the attacker's)
+# refuses to map any of the reference's exchange buffers.
+_REFUSE_MAPPING = '''
+import cuda_agent.judge.device_exchange as _exchange
+
+
+class _Refused(_exchange.MappedBuffer):
+    def __init__(self, handle_hex):
+        raise _exchange.ExchangeUnavailable("this process maps no buffers")
+
+
+_exchange.MappedBuffer = _Refused
+'''
+
+
+def test_a_candidate_that_cannot_map_the_weights_buffer_gets_them_whole(judge_config, task, workspace_copy):
+    from cuda_agent.solution import load_solution
+
+    workspace = workspace_copy("cuda/correct")
+    model_new = workspace / "model_new.py"
+    model_new.write_text(_REFUSE_MAPPING + model_new.read_text())
+    # the scan would refuse the import of the judge's package before anything ran
+    judge = Judge(judge_config(backend="cuda", call_timeout_s=120.0, static_checks=False))
+    v = judge.verify(task, load_solution(workspace))
+    assert v.status == "ok", v.feedback
+    assert v.settings.get("weights_loaded_from") == "host", v.settings
+    assert all(c.passed for c in v.checks)

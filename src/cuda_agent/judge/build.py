@@ -72,6 +72,7 @@ class BuildResult:
     objects_total: int
     timed_out: bool = False
     confinement: dict | None = None  # what the compilers ran under, in words; None: nothing built
+    step_seconds: dict[str, float] | None = None  # each compiler and the link, from ninja's log
 
 
 @dataclass(frozen=True)
@@ -198,13 +199,7 @@ class ExtensionBuilder:
             return BuildResult(False, None, "load_inline was given cuda_sources, but this judge's backend is "
                                f"{tc.backend}: judge CUDA solutions with --device cuda", "", 0.0, False, 0, 0)
         cxx_flags = (*_inline_cxx_flags(tc), *call.extra_cflags)
-        name_flag = f"-DTORCH_EXTENSION_NAME={call.name}"
-        cxx_unit = (name_flag, *cxx_flags)
-        units = [_Unit("main.cpp", "inline_cxx", _sha(tc.identity, "inline_cxx", *cxx_unit, files["main.cpp"]), cxx_unit)]
-        if "cuda.cu" in files:
-            flags = (*_inline_nvcc_flags(tc, call.extra_cuda_cflags), name_flag, *call.extra_cuda_cflags)
-            key = _sha(tc.identity, "inline_nvcc", *flags, files["cuda.cu"])
-            units.append(_Unit("cuda.cu", "inline_nvcc", key, flags))
+        units = self._inline_units(call, files)
         key = _sha(tc.identity, "inline", *call.extra_ldflags, *sorted(u.key for u in units))
 
         def stage(workdir: Path) -> None:
@@ -214,6 +209,23 @@ class ExtensionBuilder:
         return self._build(units, key, stage,
                            lambda: self._pch_header(INFRA_INLINE_PCH, cxx_flags, after=INLINE_PCH_AFTER),
                            call.extra_ldflags)
+
+    def _inline_units(self, call: InlineCall, files: dict[str, str]) -> list[_Unit]:
+        tc, name_flag = self.toolchain, f"-DTORCH_EXTENSION_NAME={call.name}"
+        cxx_unit = (name_flag, *_inline_cxx_flags(tc), *call.extra_cflags)
+        units = [_Unit("main.cpp", "inline_cxx", _sha(tc.identity, "inline_cxx", *cxx_unit, files["main.cpp"]), cxx_unit)]
+        if "cuda.cu" in files:
+            flags = (*_inline_nvcc_flags(tc, call.extra_cuda_cflags), name_flag, *call.extra_cuda_cflags)
+            key = _sha(tc.identity, "inline_nvcc", *flags, files["cuda.cu"])
+            units.append(_Unit("cuda.cu", "inline_nvcc", key, flags))
+        return units
+
+    def inline_commands(self, call: InlineCall) -> dict[str, list[str]]:
+        """Each compiler command a build of ``call`` runs, by file (``files()``'s names), without
+        the precompiled header: for measuring a compile outside the judge (benchmarks)."""
+        compilers = {"inline_cxx": self.toolchain.cxx, "inline_nvcc": self.toolchain.nvcc}
+        return {u.rel: [compilers[u.rule], *u.flags, "-c", u.rel, "-o", u.rel + ".o"]
+                for u in self._inline_units(call, call.files())}
 
     def _build(self, units: list[_Unit], key: str, stage, pch, extra_ldflags: tuple[str, ...]) -> BuildResult:
         start = time.perf_counter()
@@ -251,13 +263,14 @@ class ExtensionBuilder:
                     except OSError:  # a file system without hard links: by name, as before
                         os.replace(built, self._object(unit))
             log = (pch_note + "\n" + output).strip()[-LOG_LIMIT:]
+            steps = _step_seconds(workdir, missing)
             if not ok:
                 summary = (f"the build exceeded its {self.timeout_s:.0f} s limit" if timed_out
                            else diagnostics.summarize(output, (str(workdir),)))
                 if not timed_out:
                     self._remember_failure(key, output, summary, log, confinement)
                 return BuildResult(False, None, summary, log, time.perf_counter() - start, False,
-                                   len(missing), len(units), timed_out, confinement)
+                                   len(missing), len(units), timed_out, confinement, steps)
             staged = Path(tempfile.mkdtemp(prefix="module-", dir=self.root / "work"))
             os.replace(workdir / MODULE_FILE, staged / MODULE_FILE)
             if not extra_ldflags:  # with link flags of its own, all the module's imports are its own
@@ -270,7 +283,7 @@ class ExtensionBuilder:
             except OSError:  # another judge linked the same module first; theirs is identical
                 shutil.rmtree(staged, ignore_errors=True)
             return BuildResult(True, module, "", log, time.perf_counter() - start, False,
-                               len(missing), len(units), confinement=confinement)
+                               len(missing), len(units), confinement=confinement, step_seconds=steps)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -357,6 +370,22 @@ class ExtensionBuilder:
             os.killpg(proc.pid, signal.SIGKILL)
             output, _ = proc.communicate()
             return False, output, True
+
+
+def _step_seconds(workdir: Path, compiled: list[_Unit]) -> dict[str, float]:
+    """Seconds each compiler and the link ran, by source (``link`` for the link), read from
+    ninja's own log: where a build's time went, without timing anything ourselves."""
+    names = {f"obj/{unit.key}.o": unit.rel for unit in compiled} | {MODULE_FILE: "link"}
+    steps: dict[str, float] = {}
+    try:
+        lines = (workdir / ".ninja_log").read_text().splitlines()
+    except OSError:
+        return steps
+    for line in lines[1:]:  # after the "# ninja log vN" header: start ms, end ms, mtime, output, hash
+        fields = line.split("\t")
+        if len(fields) >= 4 and fields[3] in names and fields[0].isdigit() and fields[1].isdigit():
+            steps[names[fields[3]]] = (int(fields[1]) - int(fields[0])) / 1000
+    return steps
 
 
 def _at_build_priority(preexec: Callable[[], None] | None) -> Callable[[], None]:

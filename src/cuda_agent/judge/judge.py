@@ -268,6 +268,7 @@ class Judge:
         verdict.isolation["compile"] = result.confinement or {"note": "nothing compiled: the module was cached"}
         verdict.build = {"cache_hit": result.cache_hit, "objects_compiled": result.objects_compiled,
                          "objects_total": result.objects_total, "seconds": result.seconds,
+                         "step_seconds": result.step_seconds or {},
                          "toolchain": self.builder.toolchain.identity, "arch": self.builder.toolchain.arch}
         if not result.ok:
             verdict.details = result.log

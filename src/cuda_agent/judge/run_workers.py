@@ -115,7 +115,8 @@ class RunWorkers:
         self.judge.progress(f"building {call.name} (load_inline)")
         result = self.judge.builder.build_inline(call)
         record.update({"cache_hit": result.cache_hit, "objects_compiled": result.objects_compiled,
-                       "objects_total": result.objects_total, "seconds": result.seconds})
+                       "objects_total": result.objects_total, "seconds": result.seconds,
+                       "step_seconds": result.step_seconds or {}})
         with self._lock:
             self.verdict.seconds["build"] = self.verdict.seconds.get("build", 0.0) + result.seconds
             self.verdict.isolation["compile"] = result.confinement or {"note": "nothing compiled: the module was cached"}
