@@ -189,7 +189,17 @@ def outcome(record: dict, out: Path) -> dict:
         verdict = {}
     notes = verdict.get("notes") or []
     return {**decided, "why": record.get("error") or "; ".join(notes) or None,
-            "seconds": record.get("stage_seconds"), "call_seconds": verdict.get("call_seconds")}
+            "seconds": record.get("stage_seconds"), "call_seconds": verdict.get("call_seconds"),
+            "build_steps": _build_steps(verdict.get("build") or {})}
+
+
+def _build_steps(build: dict) -> dict | None:
+    """Seconds of each compiler run of the candidate's build (a workspace's, or its load_inline
+    calls'), by source."""
+    steps = dict(build.get("step_seconds") or {})
+    for call in build.get("load_inline") or []:
+        steps.update({f"{call.get('name')}/{rel}": s for rel, s in (call.get("step_seconds") or {}).items()})
+    return steps or None
 
 
 if __name__ == "__main__":
