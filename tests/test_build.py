@@ -193,6 +193,18 @@ def test_cuda_fixture_solutions_compile_for_sm90(judge_cache, fixtures_dir, tmp_
             assert lines and all(line.startswith("error: link: cannot find -l") for line in lines), result.errors
 
 
+def test_prepare_compiles_the_judges_own_binding_once_for_every_later_build(cpu_judge, fixture_solution, tmp_path):
+    # A fresh cache (no precompiled header, to keep it short): after prepare, a first solution
+    # compiles its own two sources and links; the judge's binding.cpp is already there.
+    fresh = ExtensionBuilder(cpu_judge.builder.toolchain, tmp_path / "cache", use_pch=False)
+    assert fresh.prepare() == ""
+    result = fresh.build(fixture_solution("cpu/correct"))
+    assert result.ok, result.errors
+    assert result.objects_compiled == 2 and result.objects_total == 3
+    assert set(result.step_seconds) == {KERNEL, BINDING, "link"}
+    assert fresh.prepare() == "" and fresh.build(fixture_solution("cpu/correct")).cache_hit
+
+
 def test_compilers_run_below_the_judges_priority(tmp_path):
     # Builds share the host with other judges' timing sessions; the compilers yield to them.
     marker = tmp_path / "sandboxed"

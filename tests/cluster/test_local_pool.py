@@ -50,8 +50,11 @@ def test_each_run_gets_its_own_judges_messages(task, judge_config, fixture_solut
         assert len(processes) == 2 and os.getpid() not in processes
         assert len(fork_servers_under(processes)) == 2
         assert list((pool.cache_dir / "build" / "pch").glob("*/binding_pch.h.gch"))  # the bindings' header made
+        assert list((pool.cache_dir / "op_counter").glob("*/*.so"))  # the op counter built
         report, verdict = asyncio.run(both(pool))
         assert report.ok and verdict.correct
+        # the judge's own binding object was compiled by the warm-up: only the candidate's two compile
+        assert verdict.build["objects_compiled"] <= 2 and "binding.cpp" not in verdict.build["step_seconds"]
         # where the run's time went, by worker exchange
         assert {"candidate.run", "reference-eager.run", "candidate.load_weights"} <= set(verdict.call_seconds)
         assert all(s >= 0 for s in verdict.call_seconds.values())

@@ -95,12 +95,14 @@ def _start_judge(config: JudgeConfig, processes: int, messages: Any = None) -> N
 
 def _warm() -> None:
     """What this pool process's first judge would wait on, made ready: the bindings' precompiled
-    header (shared by every process) and the process's fork server (once ready, a worker starts
-    in milliseconds)."""
+    header and the judge's binding object, the op counter (each shared by every process: the
+    first candidates of a run waited 8 s on the counter's build), and the process's fork server
+    (once ready, a worker starts in milliseconds)."""
     try:
         _judge.builder.prepare()
     except Exception:  # noqa: BLE001 - no toolchain here: every build's verdict says why
         pass
+    _judge.op_counter()  # never raises: a counter that does not build is said in each verdict
     if _judge.config.fork_workers:
         fork_server.server_for(_judge.python, _judge.worker_env("reference"))
 

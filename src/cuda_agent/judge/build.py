@@ -46,7 +46,10 @@ INFRA_PCH = "binding_pch.h"
 INFRA_INLINE_PCH = "inline_pch.h"   # torch/extension.h, which every load_inline main.cpp includes
 # torch/extension.h precompiled costs about 52 s and 0.75 GB of disk per set of flags, and saves
 # about 14 s of each later main.cpp (39 s without it, two cores): it pays from the fourth build
-# with the same flags on, so it is made when the fourth asks.
+# with the same flags on, so it is made when the fourth asks. Only for calls without CUDA
+# sources: beside a cuda.cu, whose nvcc run reads torch's headers three times over (30 s alone on
+# an H200, 60-66 s with seven other judges building), main.cpp (7-22 s) is never what the build
+# waits on, and making the header held up the fourth build by 38 s.
 INLINE_PCH_AFTER = 4
 MODULE_FILE = f"{EXTENSION_NAME}.so"
 FAILED_FILE = "FAILED.json"  # beside where the module would be: a build that failed on its sources
@@ -134,10 +137,14 @@ class ExtensionBuilder:
         return path if path.exists() else None
 
     def prepare(self) -> str:
-        """Precompile the bindings' header now, as the first build would (once per toolchain,
-        under its lock; a header already made is found and nothing is compiled): a long run's
-        first builds then do not all wait on it. Returns why there is none, or ""."""
-        return self._pch_header()[1]
+        """Precompile the bindings' header and compile the judge's own ``binding.cpp`` now, as the
+        first build would (once per toolchain; what is made already is found and nothing is
+        compiled): a long run's first builds then neither wait on the header nor each compile
+        the same object (eight judges' first builds did, 6-8 s of a core each). Returns why the
+        header or the object is missing, or ""."""
+        why = self._pch_header()[1]
+        judge_only = self.build(Solution({}, "workspace", "the judge's binding.cpp alone"))
+        return why or ("" if judge_only.ok else f"the judge's binding.cpp did not compile: {judge_only.errors}")
 
     # -- precompiled header -----------------------------------------------------------------
     def _pch_header(self, name: str = INFRA_PCH, flags: tuple[str, ...] | None = None,
@@ -206,9 +213,12 @@ class ExtensionBuilder:
             for rel, text in files.items():
                 (workdir / rel).write_text(text)
 
-        return self._build(units, key, stage,
-                           lambda: self._pch_header(INFRA_INLINE_PCH, cxx_flags, after=INLINE_PCH_AFTER),
-                           call.extra_ldflags)
+        def pch() -> tuple[Path | None, str]:
+            if "cuda.cu" in files:
+                return None, ""
+            return self._pch_header(INFRA_INLINE_PCH, cxx_flags, after=INLINE_PCH_AFTER)
+
+        return self._build(units, key, stage, pch, call.extra_ldflags)
 
     def _inline_units(self, call: InlineCall, files: dict[str, str]) -> list[_Unit]:
         tc, name_flag = self.toolchain, f"-DTORCH_EXTENSION_NAME={call.name}"
