@@ -93,7 +93,9 @@ def nvcc_phases(judge: Judge, call: InlineCall) -> dict[str, dict[str, float]]:
     ``#include <torch/extension.h>``; what ``nvcc --time`` reports, summed by phase."""
     command = judge.builder.inline_commands(call)["cuda.cu"]
     source = call.files()["cuda.cu"]
-    variants = {"as written": source, "without its torch/extension.h": source.replace(EXTENSION_INCLUDE, "")}
+    variants = {"as written": source}
+    if EXTENSION_INCLUDE in source:
+        variants["without its torch/extension.h"] = source.replace(EXTENSION_INCLUDE, "")
     phases: dict[str, dict[str, float]] = {}
     for name, text in variants.items():
         with tempfile.TemporaryDirectory() as tmp:
@@ -164,10 +166,12 @@ def main() -> None:
     result["single_file_minus_workspace_s"] = gap
     console.print(table)
     console.print(f"single file minus workspace: fresh {gap['fresh']:+.2f} s, again {gap['again']:+.2f} s")
+    write(args.out, result)  # now, and again after each file's phases: a run cut short keeps its rows
     if args.phases and backend == "cuda":
         result["nvcc_phases_s"] = {}
         for path in (SOLUTIONS["single_file"]["cuda"], GENERATION):
             phases = result["nvcc_phases_s"][path.name] = nvcc_phases(judge, inline_call(path))
+            write(args.out, result)
             table = Table(title=f"nvcc phases of {path.name}'s cuda.cu, seconds")
             names = list(dict.fromkeys(p for by in phases.values() for p in by))
             table.add_column("cuda.cu")
@@ -176,9 +180,12 @@ def main() -> None:
             for variant, by in phases.items():
                 table.add_row(variant, *(f"{by.get(name, 0.0):.2f}" for name in names))
             console.print(table)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2))
+
+
+def write(out: Path | None, result: dict) -> None:
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":
