@@ -217,10 +217,10 @@ def test_tight_window_gives_small_fast_tasks(small_seeds):
         assert candidate.estimate_ms <= 0.05
         assert all(torch.Size(s).numel() <= 1 << 24 for s in candidate.input_shapes)
         task = _load(candidate.code)
-        start = time.perf_counter()
+        start = time.process_time()  # this process's CPU (every thread's), which others' load does not stretch
         with torch.no_grad():
             out = task.Model(*task.get_init_inputs())(*task.get_inputs())
-        assert time.perf_counter() - start < 1.0 and torch.isfinite(out).all()
+        assert time.process_time() - start < 2.0 and torch.isfinite(out).all()
     assert {"activation", "norm"} <= made
 
 

@@ -190,6 +190,14 @@ class GroupPool:
                         backend="cpu", correct=True, reward=1 + int(s.sha256, 16) % 3) for s in solutions]
 
 
+def test_the_continuous_reward_is_refused_where_nothing_is_timed():
+    # t_compile / t of a correct reply judged at verify has no t: every such reply would score -1
+    with pytest.raises(ValueError, match="needs the candidate timed"):
+        JudgeReward(object(), kind="continuous", stage="verify")
+    assert JudgeReward(object(), kind="continuous", stage="profile").kind == "continuous"
+    assert JudgeReward(object(), kind="milestone", stage="verify").stage == "verify"
+
+
 def test_a_group_is_split_over_the_rewards_concurrency_in_order():
     from cuda_agent.cluster.pool import split_group
 

@@ -61,7 +61,27 @@ def test_grpo_trainer_exposes_the_tools_and_scores_every_rollout(train_pool, dem
     episodes = [json.loads(line) for line in (tmp_path / "out" / EPISODES_FILE).read_text().splitlines()]
     assert len(episodes) == 2 and all(e["reward"] == -1.0 for e in episodes)  # random weights solve nothing
     assert not list((tmp_path / "out" / "envs").iterdir())  # each rollout's workspace went when it ended
-    assert isinstance(KernelToolEnv.profile.__doc__, str)
+
+
+def test_grpo_shows_the_model_the_tools_rft_trained_it_on():
+    # TRL makes each tool's schema from the method's signature and docstring (transformers'
+    # get_json_schema); RFT's rows carry the tools' own schemas. Same names, text and arguments.
+    from transformers.utils import get_json_schema
+
+    from cuda_agent.train.rows import tool_schemas
+
+    tools = {s["function"]["name"]: s["function"] for s in tool_schemas()}
+    methods = {n for n in dir(KernelToolEnv) if not n.startswith("_") and n not in ("reset", "get_reward")}
+    assert methods == set(tools)
+    for name, ours in tools.items():
+        theirs = get_json_schema(getattr(KernelToolEnv, name))["function"]
+        assert theirs["description"] == " ".join(ours["description"].split())
+        want = ours["parameters"].get("properties", {})
+        got = theirs["parameters"].get("properties", {})
+        assert list(got) == list(want), name
+        assert {k: v["description"] for k, v in got.items()} == {k: " ".join(v["description"].split())
+                                                                for k, v in want.items()}, name
+        assert set(theirs["parameters"].get("required", [])) == set(ours["parameters"].get("required", [])), name
 
 
 def test_grpo_trains_with_the_papers_objective(tmp_path):

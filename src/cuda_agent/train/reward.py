@@ -105,6 +105,10 @@ class JudgeReward:
             raise ValueError(f"reward kind must be one of {', '.join(KINDS)}, not {kind!r}")
         if stage not in STAGES:
             raise ValueError(f"reward stage must be one of {', '.join(STAGES)}, not {stage!r}")
+        if kind == "continuous" and stage != "profile":
+            # t_compile / t needs the candidate timed: at verify every correct reply would score -1.
+            raise ValueError("the continuous reward is t_compile / t, which needs the candidate timed: use "
+                             "stage='profile', or the milestone reward (which pays 1 for a correct reply at verify)")
         if concurrency < 1 or timeout_s <= 0:
             raise ValueError("reward concurrency must be at least 1 and timeout_s positive")
         self.pool, self.kind, self.stage = pool, kind, stage

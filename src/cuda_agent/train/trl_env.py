@@ -2,7 +2,9 @@
 
 TRL's ``GRPOTrainer(environment_factory=...)`` makes one instance per concurrent rollout, calls
 ``reset(**row)`` before each, exposes every public method as a tool (schemas from the signatures
-and docstrings) and calls ``get_reward()`` when the rollout ends. Each method forwards to the same
+and docstrings) and calls ``get_reward()`` when the rollout ends. The tool methods' docstrings are
+written from the tools' own schemas (``rows.tool_schemas``, what RFT trains on), so that GRPO shows
+the model the descriptions it was fine-tuned with. Each method forwards to the same
 tool the agent loop runs, through ``KernelEnv.call_tool``, so the workspace rules, the sandboxed
 shell and the judge are the agent's own. The reward is the episode's outcome (the best correct
 solution's reward, -1 without one); each ended rollout is appended to an episodes log and its
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..agent.env import KernelEnv
-from .rows import task_of_row
+from .rows import task_of_row, tool_schemas
 
 _log_lock = threading.Lock()
 
@@ -62,97 +64,59 @@ class KernelToolEnv:
     def __del__(self) -> None:
         self._remove_workspace()
 
+    # The tool methods: their docstrings are the tools' own descriptions (_docstrings_from_tool_schemas).
     async def bash(self, command: str, timeout_s: float | None = None) -> str:
-        """Run one shell command in the workspace (sandboxed, fresh shell each time).
-
-        Args:
-            command: The command line to run.
-            timeout_s: Seconds before the command is stopped.
-        """
         return await self._call("bash", command=command, timeout_s=timeout_s)
 
     async def read(self, path: str, offset: int | None = None, limit: int | None = None) -> str:
-        """Read a file of the workspace, with line numbers.
-
-        Args:
-            path: The file, relative to the workspace.
-            offset: The first line to show (1-based).
-            limit: How many lines to show.
-        """
         return await self._call("read", path=path, offset=offset, limit=limit)
 
     async def write(self, path: str, content: str) -> str:
-        """Create or replace a file (an existing file must be read first).
-
-        Args:
-            path: The file, relative to the workspace.
-            content: The whole new content.
-        """
         return await self._call("write", path=path, content=content)
 
     async def edit(self, path: str, old_string: str, new_string: str, replace_all: bool | None = None) -> str:
-        """Replace an exact string in a file.
-
-        Args:
-            path: The file, relative to the workspace.
-            old_string: The text to replace; it must occur once unless replace_all is set.
-            new_string: The replacement.
-            replace_all: Replace every occurrence.
-        """
         return await self._call("edit", path=path, old_string=old_string, new_string=new_string,
                                 replace_all=replace_all)
 
     async def multi_edit(self, path: str, edits: list) -> str:
-        """Apply several exact-string edits to one file, all or none.
-
-        Args:
-            path: The file, relative to the workspace.
-            edits: Objects with old_string, new_string and optionally replace_all, applied in order.
-        """
         return await self._call("multi_edit", path=path, edits=edits)
 
     async def glob(self, pattern: str, path: str | None = None) -> str:
-        """List the workspace files that match a glob pattern.
-
-        Args:
-            pattern: A glob such as kernels/*.cpp or **/*.py.
-            path: The folder to search in.
-        """
         return await self._call("glob", pattern=pattern, path=path)
 
     async def grep(self, pattern: str, path: str | None = None, glob: str | None = None,
                    ignore_case: bool | None = None, context: int | None = None) -> str:
-        """Search the workspace's files for a regular expression.
-
-        Args:
-            pattern: The regular expression.
-            path: A file or folder to search.
-            glob: Only files matching this glob.
-            ignore_case: Match regardless of case.
-            context: Lines of context around each match.
-        """
         return await self._call("grep", pattern=pattern, path=path, glob=glob, ignore_case=ignore_case,
                                 context=context)
 
     async def compile(self) -> str:
-        """Build the solution with the judge's flags and check its sources against the rules."""
         return await self._call("compile")
 
     async def verify(self) -> str:
-        """Check ModelNew against the reference on fresh random inputs and weights."""
         return await self._call("verify")
 
     async def profile(self) -> str:
-        """Verify, then time the solution against eager PyTorch and torch.compile and give the reward."""
         return await self._call("profile")
 
     async def finish(self, summary: str | None = None) -> str:
-        """End the episode; the best correct solution judged in it counts.
-
-        Args:
-            summary: What was done, briefly.
-        """
         return await self._call("finish", summary=summary)
+
+
+def _docstrings_from_tool_schemas() -> None:
+    """Each tool method's docstring, in the Google style transformers' ``get_json_schema`` reads,
+    from the schema of the tool of the same name: its description, and each parameter's."""
+    for schema in tool_schemas():
+        function = schema["function"]
+        method = getattr(KernelToolEnv, function["name"])
+        lines = [" ".join(function["description"].split())]
+        parameters = function["parameters"].get("properties", {})
+        if parameters:
+            lines += ["", "Args:"]
+            lines += [f"    {name}: {' '.join(spec.get('description', name).split())}" for name, spec in parameters.items()]
+        method.__doc__ = "\n".join(lines)
+
+
+_docstrings_from_tool_schemas()
 
 
 def environment_factory(pool: Any, root: Path, log_path: Path | None = None) -> Callable[[], KernelToolEnv]:
