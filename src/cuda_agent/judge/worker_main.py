@@ -5,9 +5,19 @@ sees the other side's outputs: a reference worker computes expected outputs, a c
 computes the candidate's, and the judge compares them in its own process. A worker is started
 fresh for every judging run and killed afterwards; a crash or hang here costs only this process.
 
-Commands: ``setup``, ``init_model`` (reference: draw weights, return the state dict),
-``load_weights`` (candidate), ``run`` (one forward on seeded inputs), ``time`` (a timing
-session, driven one call at a time), ``outputs`` (outputs kept from timed calls), ``exit``.
+Commands (``serve``'s table), by who is asked:
+
+* every worker: ``setup`` (sandbox, device, the model's module), ``run`` (one forward on seeded
+  inputs), ``time`` (a timing session, driven one call at a time), ``exit``;
+* reference: ``init_model`` (draw the check's weights; on the GPU into each candidate's exchange
+  buffer), ``compare_exchanged`` (a candidate's output, from its exchange buffer, against the held
+  one), ``compare_held`` (two held outputs of its own), ``held_output`` (a held output sent whole),
+  ``release`` (let a held output go), ``workload`` (one forward's FLOPs and bytes), ``peaks`` (the
+  device's bandwidth and matmul rate);
+* stager (a reference process): ``arena`` (lay out the timed calls' inputs), ``stage`` (the next
+  timed call's inputs into it);
+* candidate: ``load_weights`` (the reference's weights, from its buffer or sent whole),
+  ``inputs`` (checksums of the last call's inputs), ``outputs`` (outputs kept from timed calls).
 """
 
 from __future__ import annotations
