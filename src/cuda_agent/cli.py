@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from . import paper
 from .errors import CudaAgentError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -191,9 +192,9 @@ def optimize(
     judge_concurrency: Optional[int] = typer.Option(None, "--judge-concurrency", help="Judge runs at once (default: one per two cores; with --pool ray: per GPU, or in all on the CPU)."),
     pool_kind: str = PoolOpt,
     ray_address: Optional[str] = RayAddressOpt,
-    max_turns: int = typer.Option(150, "--max-turns", help="Turns per episode (the paper: 150 in training, 200 at evaluation)."),
+    max_turns: int = typer.Option(paper.TRAINING_TURNS, "--max-turns", help="Turns per episode (the paper: 150 in training, 200 at evaluation)."),
     max_wall: float = typer.Option(8 * 3600.0, "--max-wall-time", help="Seconds per episode."),
-    context_tokens: int = typer.Option(131_072, "--context-tokens", help="The model's context window."),
+    context_tokens: int = typer.Option(paper.CONTEXT_TOKENS, "--context-tokens", help="The model's context window."),
     max_output_tokens: Optional[int] = typer.Option(None, "--max-output-tokens", help="Tokens per reply."),
     temperature: Optional[float] = typer.Option(None, "--temperature"),
     device: Optional[str] = DeviceOpt,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from .. import paper
 from ..llm.messages import CHARS_PER_TOKEN, Message, Usage
 
 ELIDED = "[older tool output elided to fit the context window ({chars} characters)]"
@@ -48,7 +49,7 @@ def elide_arguments(arguments: str) -> str:
 class ContextBudget:
     """``window``: the model's context in tokens; ``reserve``: kept free for its reply."""
 
-    window: int = 131_072
+    window: int = paper.CONTEXT_TOKENS
     reserve: int = 8_192
     max_tool_tokens: int = 8_000
     keep_recent: int = 6

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import paper
 from ..device import DeviceInfo
 from ..task import Task
 from ..workspace import SKILL_FILE, create_workspace
@@ -50,7 +51,7 @@ TRUNCATING_REASONS = frozenset({"max_turns", "max_wall_time"})
 
 @dataclass
 class EnvSettings:
-    max_turns: int = 150                 # the paper: 150 in training, 200 at evaluation
+    max_turns: int = paper.TRAINING_TURNS  # 200 at evaluation (paper.EVALUATION_TURNS)
     max_wall_s: float = 8 * 3600.0
     max_idle_turns: int = 3              # replies in a row without a tool call
     max_failed_turns: int = 8            # turns in a row in which every tool call failed

@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import paper
 from ..device import DeviceInfo
 from ..errors import CudaAgentError
 from ..files import write_atomic
@@ -55,9 +56,9 @@ __all__ = ["CUT_OFF", "NUDGE", "AgentSettings", "Episode", "EpisodeError", "Epis
 
 @dataclass
 class AgentSettings:
-    max_turns: int = 150                 # the paper: 150 in training, 200 at evaluation
+    max_turns: int = paper.TRAINING_TURNS  # 200 at evaluation (paper.EVALUATION_TURNS)
     max_wall_s: float = 8 * 3600.0
-    context_tokens: int = 131_072        # the paper's agentic context
+    context_tokens: int = paper.CONTEXT_TOKENS
     reserve_tokens: int = 8_192          # kept free for the model's reply
     max_tool_tokens: int = 8_000         # one tool result, before it is cut in the middle
     max_idle_turns: int = 3              # replies in a row without a tool call

@@ -25,15 +25,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import paper
 from .extras import TrainError, require
 from .rows import AGENT_NAME
 
 STAGES = ("warmup", "collect", "rft", "value", "agentic")
 PPO_MODULE = "verl.trainer.main_ppo"
 SFT_MODULE = "verl.trainer.sft_trainer"
-SINGLE_TURN_CONTEXT = 32_768
-AGENTIC_CONTEXT = 131_072
-AGENTIC_STEPS = 150                      # the paper's agentic RL steps (§4.1)
+SINGLE_TURN_CONTEXT = paper.SINGLE_TURN_CONTEXT_TOKENS
+AGENTIC_CONTEXT = paper.CONTEXT_TOKENS
+AGENTIC_STEPS = paper.AGENTIC_RL_STEPS
 LOOP_FILE = "agent_loops.yaml"
 REWARD_LOG = "rewards.jsonl"
 LATEST = "latest_checkpointed_iteration.txt"   # verl's marker of a run's newest checkpoint
@@ -222,7 +223,7 @@ def _ppo(options: StageOptions, *, agentic: bool) -> dict[str, Any]:
     if agentic:
         settings.update({
             "actor_rollout_ref.rollout.multi_turn.enable": True,
-            "actor_rollout_ref.rollout.multi_turn.max_assistant_turns": 150,
+            "actor_rollout_ref.rollout.multi_turn.max_assistant_turns": paper.TRAINING_TURNS,
             "actor_rollout_ref.rollout.multi_turn.format": options.tool_format,
             "actor_rollout_ref.rollout.agent.agent_loop_config_path": str(options.directory / LOOP_FILE),
             "actor_rollout_ref.rollout.agent.default_agent_loop": AGENT_NAME,

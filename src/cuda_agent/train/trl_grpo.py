@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import paper
 from .extras import TrainError, report_to, require
 from .cpu_memory import keep_freed_memory
 from .models import FINAL, last_checkpoint, save_final
@@ -38,7 +39,7 @@ class GRPOSettings:
     temperature: float = 1.0
     clip_low: float = 0.2                # the paper's clip range
     clip_high: float = 0.28
-    max_tool_calling_iterations: int = 150
+    max_tool_calling_iterations: int = paper.TRAINING_TURNS
     save_steps: int = 10
     seed: int = 0
     keep_checkpoints: int = 3

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import paper
 from ..llm.text_protocol import to_text_messages
 from ..llm.messages import Message, ToolCall, with_object_arguments
 from .extras import TrainError, report_to, require
@@ -31,7 +32,7 @@ class SFTSettings:
     learning_rate: float = 1e-5
     batch_size: int = 1
     grad_accum: int = 1
-    max_length: int | None = 131_072
+    max_length: int | None = paper.CONTEXT_TOKENS
     save_steps: int = 50
     seed: int = 0
     tool_format: str = "native"

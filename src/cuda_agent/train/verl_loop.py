@@ -39,6 +39,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from .. import paper
 from ..agent.env import EnvSettings, KernelEnv
 from ..llm.text_protocol import parse_tool_calls
 from ..llm.messages import Message, ToolCall, openai_message
@@ -53,7 +54,7 @@ from verl.experimental.agent_loop.agent_loop import (  # noqa: E402  (after the 
 from verl.experimental.agent_loop.tool_parser import ToolParser  # noqa: E402
 from verl.tools.schemas import OpenAIFunctionToolSchema  # noqa: E402
 
-DEFAULT_TURNS = 150
+DEFAULT_TURNS = paper.TRAINING_TURNS
 DEFAULT_TOOL_CHARS = 28_000
 _log_lock = threading.Lock()
 
