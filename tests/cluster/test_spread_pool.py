@@ -43,6 +43,18 @@ def test_runs_spread_over_every_pool_and_keep_their_arguments():
     assert asyncio.run(spread.check_reference("t")) == ("t", "reference", {})
 
 
+def test_a_spread_pool_stops_overdue_runs_only_where_every_pool_it_spreads_over_does():
+    # the reward passes its time limit to such a pool, and only waits on any other
+    from cuda_agent.judge.pools import stops_overdue_runs
+
+    class Stopping(RecordingPool):
+        stops_overdue_runs = True
+
+    assert stops_overdue_runs(SpreadJudgePool([Stopping(), Stopping()]))
+    assert not stops_overdue_runs(SpreadJudgePool([Stopping(), RecordingPool()]))
+    assert not stops_overdue_runs(RecordingPool())
+
+
 def test_a_second_sigterm_does_not_cut_short_a_pool_process_unwinding(tmp_path):
     """The first SIGTERM unwinds a pool process and runs its exit handlers (which kill workers and
     remove the fork servers' directories); a second one arriving meanwhile is ignored."""

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ..judge.pools import JudgePool
 from .. import paper
 from ..device import DeviceInfo
 from ..task import Task
@@ -87,13 +88,13 @@ class Step:
 class KernelEnv:
     """One task at a time in ``directory`` (``workspace/`` and ``scratch/`` are made there).
 
-    ``judge`` is a ``cluster.JudgePool``. ``hidden`` are further paths bash may not read (the
+    ``judge`` is a ``judge.pools.JudgePool``. ``hidden`` are further paths bash may not read (the
     directory itself and the judge's cache always are). ``on_tool`` and ``on_best`` are called as
     each tool call finishes and as a better solution is found, so a driver can write its record
     as things happen. ``clock`` gives the seconds the episode has run (default: since ``reset``).
     """
 
-    def __init__(self, judge: Any, directory: Path | str | None = None, *, settings: EnvSettings | None = None,
+    def __init__(self, judge: JudgePool, directory: Path | str | None = None, *, settings: EnvSettings | None = None,
                  device: DeviceInfo | None = None, hidden: list[Path] | None = None,
                  tools: ToolBox | None = None, reward_kind: str = "milestone",
                  on_tool: Callable[[ToolRecord], None] | None = None,

@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from ..judge.pools import JudgePool
 from .. import paper
 from ..device import DeviceInfo
 from ..errors import CudaAgentError
@@ -144,7 +145,7 @@ class Episode:
     the context window, the trajectory file, resuming and the exported best solution.
     """
 
-    def __init__(self, task: Task, client: LLMClient, judge: Any, directory: Path, *,
+    def __init__(self, task: Task, client: LLMClient, judge: JudgePool, directory: Path, *,
                  settings: AgentSettings | None = None, provider: str = "openai",
                  device: DeviceInfo | None = None, episode_id: str | None = None,
                  hidden: list[Path] | None = None, on_status: Callable[[EpisodeStatus], None] | None = None):

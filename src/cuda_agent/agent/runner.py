@@ -20,6 +20,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from ..judge.pools import JudgePool
 from ..device import DeviceInfo
 from ..files import write_atomic
 from ..task import Task
@@ -82,7 +83,7 @@ class LiveView:
         return Group(table, footer)
 
 
-async def run_episodes(specs: list[EpisodeSpec], client: LLMClient, judge: Any, *,
+async def run_episodes(specs: list[EpisodeSpec], client: LLMClient, judge: JudgePool, *,
                        settings: AgentSettings | None = None, provider: str = "openai",
                        device: DeviceInfo | None = None, concurrency: int = 8, hidden: list[Path] | None = None,
                        console: Console | None = None, live: bool = True) -> list[EpisodeResult]:

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from rich.console import Console
 
+from ..judge.pools import JudgePool
 from ..errors import BenchmarkError
 from ..files import write_atomic
 from ..judge.reference import ReferenceReport
@@ -127,7 +128,7 @@ class BenchRun:
 
         progress = BenchProgress(console, total)
 
-        async def worker(pool: Any) -> None:
+        async def worker(pool: JudgePool) -> None:
             while True:
                 try:
                     job = queue.get_nowait()
@@ -160,14 +161,14 @@ class BenchRun:
             raise BenchmarkError(f"the judge failed on {len(failed)} job(s), which are not recorded; rerun the "
                                  "same command to retry them (the rest is kept):\n  " + "\n  ".join(failed[:10]))
 
-    async def _check(self, pool: Any, job: Job, progress: Callable[[str], None]) -> dict:
+    async def _check(self, pool: JudgePool, job: Job, progress: Callable[[str], None]) -> dict:
         started = time.perf_counter()
         report: ReferenceReport = await pool.check_reference(job.task, **_relay(pool, progress))
         return {"kind": "reference", "key": job.key, "fingerprint": job.task.sha256, **_where(job),
                 "status": "ok" if report.ok else "reference_error", "report": report.to_dict(),
                 "seconds": time.perf_counter() - started}
 
-    async def _judge(self, pool: Any, job: Job, progress: Callable[[str], None]) -> dict:
+    async def _judge(self, pool: JudgePool, job: Job, progress: Callable[[str], None]) -> dict:
         candidate = job.candidate
         solution, fingerprint, failure = _load(job)
         record = {"kind": "solution", "key": job.key, "fingerprint": fingerprint, **_where(job),
@@ -198,7 +199,7 @@ class BenchRun:
         return str(path)
 
 
-def _relay(pool: Any, progress: Callable[[str], None]) -> dict:
+def _relay(pool: JudgePool, progress: Callable[[str], None]) -> dict:
     """The progress argument for a pool that carries the judge's messages back (a local one)."""
     return {"progress": progress} if getattr(pool, "relays_progress", False) else {}
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ClusterError
-from .pool import JudgePool, LocalJudgePool
+from ..judge.pools import JudgePool
+from .pool import LocalJudgePool
 
 __all__ = ["JudgePool", "LocalJudgePool", "POOL_KINDS", "make_pool"]
 

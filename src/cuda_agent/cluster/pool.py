@@ -23,33 +23,16 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from ..device import resolve_backend
 from ..judge import fork_server
 from ..judge.config import JudgeConfig
+from ..judge.pools import stops_overdue_runs
 from ..judge.reference import ReferenceReport
 from ..judge.verdict import Verdict
 from ..solution import Solution
 from ..task import Task
-
-
-class JudgePool(Protocol):
-    backend: str
-    cache_dir: Path  # the judge's builds, baselines and workspace registry
-
-    async def evaluate(self, task: Task, solution: Solution, stage: str) -> Verdict:
-        ...
-
-    async def evaluate_many(self, task: Task, solutions: list[Solution], stage: str) -> list[Verdict]:
-        """The candidates of one task judged together (``Judge.evaluate_many``), in one run."""
-        ...
-
-    async def check_reference(self, task: Task) -> ReferenceReport:
-        ...
-
-    def close(self) -> None:
-        ...
 
 
 def default_concurrency() -> int:
@@ -296,6 +279,7 @@ class SpreadJudgePool:
         self.cache_dir = self.pools[0].cache_dir
         self.in_flight = [0] * len(self.pools)
         self.relays_progress = all(getattr(p, "relays_progress", False) for p in self.pools)
+        self.stops_overdue_runs = all(stops_overdue_runs(p) for p in self.pools)
 
     async def _on_least_busy(self, method: str, *args: Any, **kwargs: Any) -> Any:
         index = min(range(len(self.pools)), key=self.in_flight.__getitem__)

@@ -283,11 +283,13 @@ def _start_ray_judge(config: JudgeConfig, cpus: float) -> None:
 
 
 class RayJudgePool:
-    """A ``cluster.JudgePool`` on Ray. ``concurrency``: on the CUDA backend, judges per GPU of the
+    """A ``judge.pools.JudgePool`` on Ray. ``concurrency``: on the CUDA backend, judges per GPU of the
     cluster (default 1); on the CPU backend, judges in all, of ``cpus_per_worker`` CPUs each
     (default: as many as the cluster's CPUs hold). ``workers`` fixes the total instead. ``resource``:
     a custom Ray resource that only judge nodes carry (``ray start --resources '{"judge": 8}'``),
     so that judges land there and not on GPUs a trainer sharing the cluster holds."""
+
+    stops_overdue_runs = True  # judge.pools.stops_overdue_runs: its calls take timeout_s and stop the run
 
     def __init__(self, config: JudgeConfig | None = None, *, address: str | None = None,
                  concurrency: int | None = None, workers: int | None = None, cpus_per_worker: float = 1.0,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..judge.pools import JudgePool
 from ..agent.best import VERDICT_FILE, BestSolution, export_solution
 from ..agent.env import KernelEnv
 from ..agent.runner import slug
@@ -64,9 +65,9 @@ class Session:
 
 
 class SessionStore:
-    """The sessions under ``root``, all judged by one ``judge`` pool (a ``cluster.JudgePool``)."""
+    """The sessions under ``root``, all judged by one ``judge`` pool (a ``judge.pools.JudgePool``)."""
 
-    def __init__(self, root: Path, judge: Any, device: DeviceInfo | None = None,
+    def __init__(self, root: Path, judge: JudgePool, device: DeviceInfo | None = None,
                  kernelbench: Path | None = None, task_dirs: list[Path] | None = None) -> None:
         self.root = Path(root).expanduser().resolve()
         self.root.mkdir(parents=True, exist_ok=True)

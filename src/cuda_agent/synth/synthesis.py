@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from pebble import ProcessExpired
 
+from ..judge.pools import JudgePool
 from ..cluster.ray_pool import WorkerLost
 from ..errors import SynthesisError
 from . import filters
@@ -462,7 +463,7 @@ def run_synthesis(options: SynthOptions, console=None, seeds_only: bool = False)
     return state, catalogue, finish(options, state, catalogue, elapsed)
 
 
-async def _run_checks(pool: Any, candidate: dict[str, Any], probe: dict[str, Any], timeout_s: float) -> dict:
+async def _run_checks(pool: JudgePool, candidate: dict[str, Any], probe: dict[str, Any], timeout_s: float) -> dict:
     """``check_candidate`` in a worker of ``pool``: a local pebble pool or a Ray one."""
     if hasattr(pool, "run"):
         return await pool.run(check_candidate, (candidate, probe), timeout_s)

@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from ..judge.pools import JudgePool
 from ..cluster.pool import _check_reference, _evaluate, _evaluate_many, settle_pool, start_hosted_judge
 from ..errors import ConfigError
 from ..judge.config import JudgeConfig, TimingConfig
@@ -24,7 +25,9 @@ from .extras import TrainError
 
 
 class TrainJudgePool:
-    """A ``cluster.JudgePool`` of ``max_concurrent`` processes whose runs can be given a time limit."""
+    """A ``JudgePool`` of ``max_concurrent`` processes whose runs can be given a time limit."""
+
+    stops_overdue_runs = True  # judge.pools.stops_overdue_runs
 
     # the functions a pool process runs (module level, so that a spawned process can import them)
     start: Callable[..., None] = staticmethod(start_hosted_judge)
@@ -126,7 +129,7 @@ def _key(settings: dict[str, Any]) -> str:
     return json.dumps(settings, sort_keys=True, default=str)
 
 
-def register_pool(settings: dict[str, Any], pool: Any) -> None:
+def register_pool(settings: dict[str, Any], pool: JudgePool) -> None:
     """Use ``pool`` wherever these settings are asked for (a pool made by the caller, say with
     its own timing settings)."""
     with _lock:

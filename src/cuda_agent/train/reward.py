@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import hashlib
-import inspect
 import json
 import threading
 import time
@@ -38,6 +37,7 @@ from typing import Any
 
 from ..agent.env import REWARD_KINDS
 from ..cluster.pool import group_timeout, split_group
+from ..judge.pools import JudgePool, stops_overdue_runs
 from ..errors import SolutionFormatError
 from ..solution import validate_solution
 from ..task import Task
@@ -46,12 +46,6 @@ from .replies import ReplyFormatError, solution_from_reply
 KINDS = REWARD_KINDS  # the agent environment's reward kinds: one list for both
 TIMEOUTS = (asyncio.TimeoutError, concurrent.futures.TimeoutError, TimeoutError)
 
-
-def _takes_timeout(pool: Any, method: str = "evaluate") -> bool:
-    try:
-        return "timeout_s" in inspect.signature(getattr(pool, method)).parameters
-    except (TypeError, ValueError):
-        return False
 
 STAGES = ("verify", "profile")
 LOGGED_FIELDS = ("status", "correct", "reward", "reward_continuous", "speedup_vs_eager", "speedup_vs_compile",
@@ -96,9 +90,9 @@ def content_key(task: Task, solution_sha: str, stage: str, kind: str) -> str:
 
 
 class JudgeReward:
-    """Scores replies with ``pool`` (a ``cluster.JudgePool``)."""
+    """Scores replies with ``pool`` (a ``judge.pools.JudgePool``)."""
 
-    def __init__(self, pool: Any, *, kind: str = "milestone", stage: str = "profile", concurrency: int = 4,
+    def __init__(self, pool: JudgePool, *, kind: str = "milestone", stage: str = "profile", concurrency: int = 4,
                  timeout_s: float = 900.0, log_path: Path | str | None = None, use_cache: bool = True,
                  group: bool = True) -> None:
         if kind not in KINDS:
@@ -206,7 +200,7 @@ class JudgeReward:
         """The verdict within ``timeout_s``. A pool that takes a time limit (``pools.TrainJudgePool``)
         stops the run itself, so the slot is free only when the judge really is; with any other
         pool the wait alone ends, and the run goes on in the background."""
-        if _takes_timeout(self.pool):
+        if stops_overdue_runs(self.pool):
             return await self.pool.evaluate(task, solution, self.stage, timeout_s=self.timeout_s)
         return await asyncio.wait_for(self.pool.evaluate(task, solution, self.stage), self.timeout_s)
 
@@ -304,7 +298,7 @@ class JudgeReward:
         async with self._gate():
             started = time.monotonic()
             try:
-                if _takes_timeout(self.pool, "evaluate_many"):
+                if stops_overdue_runs(self.pool):
                     verdicts = await self.pool.evaluate_many(task, solutions, self.stage, timeout_s=limit)
                 else:
                     verdicts = await asyncio.wait_for(self.pool.evaluate_many(task, solutions, self.stage), limit)

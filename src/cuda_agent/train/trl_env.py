@@ -21,6 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
+from ..judge.pools import JudgePool
 from ..agent.env import KernelEnv
 from .rows import task_of_row, tool_schemas
 
@@ -30,7 +31,7 @@ _log_lock = threading.Lock()
 class KernelToolEnv:
     """One rollout's workspace. Build instances with ``environment_factory``."""
 
-    def __init__(self, pool: Any, root: Path, log_path: Path | None = None) -> None:
+    def __init__(self, pool: JudgePool, root: Path, log_path: Path | None = None) -> None:
         self._env = KernelEnv(pool, Path(root) / uuid.uuid4().hex[:12])
         self._log_path = log_path
         self._task_id = ""
@@ -119,7 +120,7 @@ def _docstrings_from_tool_schemas() -> None:
 _docstrings_from_tool_schemas()
 
 
-def environment_factory(pool: Any, root: Path, log_path: Path | None = None) -> Callable[[], KernelToolEnv]:
+def environment_factory(pool: JudgePool, root: Path, log_path: Path | None = None) -> Callable[[], KernelToolEnv]:
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..judge.pools import JudgePool
 from .. import paper
 from .extras import TrainError, report_to, require
 from .cpu_memory import keep_freed_memory
@@ -140,7 +141,7 @@ def run_grpo(model: str, rows: list[dict[str, Any]], out: Path, reward: JudgeRew
     return save_final(trainer, tokenizer, out)
 
 
-def run_agentic_grpo(model: str, rows: list[dict[str, Any]], out: Path, pool: Any, settings: GRPOSettings, *,
+def run_agentic_grpo(model: str, rows: list[dict[str, Any]], out: Path, pool: JudgePool, settings: GRPOSettings, *,
                      device: str = "cpu", env_root: Path | None = None, callbacks: list | None = None) -> Path:
     """Multi-turn GRPO: every rollout works in a workspace of its own (``trl_env``), through the
     model's own tool-calling chat template; the reward is the episode's outcome."""

@@ -39,6 +39,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ..judge.pools import JudgePool
 from .. import paper
 from ..agent.env import EnvSettings, KernelEnv
 from ..llm.text_protocol import parse_tool_calls
@@ -91,7 +92,7 @@ def message_dict(message: Message) -> dict[str, Any]:
 @register(AGENT_NAME)
 class CudaAgentLoop(AgentLoopBase):
     def __init__(self, *args: Any, judge: dict | None = None, trajectory_dir: str | None = None,
-                 workspace_root: str | None = None, max_tool_chars: int | None = None, pool: Any = None,
+                 workspace_root: str | None = None, max_tool_chars: int | None = None, pool: JudgePool | None = None,
                  run_id: str | None = None, **kwargs: Any) -> None:
         kwargs.pop("tools", None)  # verl's tool list: this loop runs the agent's own tools
         super().__init__(*args, **kwargs)

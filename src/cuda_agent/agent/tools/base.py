@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...judge.pools import JudgePool
 from ...task import Task
 from ...llm.messages import tool_schema
 
@@ -27,13 +28,13 @@ class ToolContext:
     ``protected`` are workspace-relative files the agent may read but never change.
     ``scratch`` is bash's private HOME and TMPDIR. ``hidden`` are paths bash may not read
     (the judge's cache, the episode's trajectory and outputs). ``judge`` is a
-    ``cluster.JudgePool``. ``read_files`` remembers which files were read, since an existing file
+    ``judge.pools.JudgePool``. ``read_files`` remembers which files were read, since an existing file
     may only be overwritten after it was read.
     """
 
     workspace: Path
     task: Task
-    judge: Any
+    judge: JudgePool
     scratch: Path
     hidden: list[Path] = field(default_factory=list)
     protected: frozenset[str] = frozenset()

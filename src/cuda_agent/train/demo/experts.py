@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...judge.pools import JudgePool
 from ...agent.loop import AgentSettings, Episode, EpisodeResult
 from ...llm.messages import Completion, Message, Usage
 from ...task import Task
@@ -47,7 +48,7 @@ def expert_directory(out: Path, kind: str, task: Task) -> Path:
     return out / f"{task.name}-{kind}"
 
 
-async def run_experts(tasks: list[Task], pool: Any, out: Path) -> list[EpisodeResult]:
+async def run_experts(tasks: list[Task], pool: JudgePool, out: Path) -> list[EpisodeResult]:
     results = []
     for kind, index in PLAN:  # one at a time: the judge's timing is steadier without company
         task = tasks[index % len(tasks)]
@@ -59,7 +60,7 @@ async def run_experts(tasks: list[Task], pool: Any, out: Path) -> list[EpisodeRe
     return results
 
 
-def collect(tasks: list[Task], pool: Any, out: Path) -> list[EpisodeResult]:
+def collect(tasks: list[Task], pool: JudgePool, out: Path) -> list[EpisodeResult]:
     return asyncio.run(run_experts(tasks, pool, out))
 
 

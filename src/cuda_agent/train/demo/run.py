@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ...judge.pools import JudgePool
 from ...llm.text_protocol import to_text_messages
 from ...files import write_atomic
 from ..curves import write_curve
@@ -109,7 +110,7 @@ def judge_numbers_masked(rft: list[dict]) -> list[dict]:
 class DemoRun:
     """The demo's stages over one output folder; each returns what it made, making it only once."""
 
-    def __init__(self, out: Path, pool: Any, settings: DemoSettings | None = None,
+    def __init__(self, out: Path, pool: JudgePool, settings: DemoSettings | None = None,
                  say: Callable[[str], None] = print) -> None:
         self.out, self.pool, self.say = Path(out).resolve(), pool, say
         self.settings = settings or DemoSettings()
@@ -204,12 +205,12 @@ def fast_share(scores: list[float]) -> float | None:
     return sum(1 for x in correct if x >= 3) / len(correct) if correct else None
 
 
-def run_demo(out: Path, pool: Any, settings: DemoSettings | None = None,
+def run_demo(out: Path, pool: JudgePool, settings: DemoSettings | None = None,
              say: Callable[[str], None] = print) -> dict[str, Any]:
     return DemoRun(out, pool, settings, say).all()
 
 
-async def agent_episode(model_dir: str, task, pool: Any, out: Path, max_new_tokens: int,
+async def agent_episode(model_dir: str, task, pool: JudgePool, out: Path, max_new_tokens: int,
                         device: str = "cpu") -> dict[str, Any]:
     from ...llm import make_client
     from ...agent.loop import AgentSettings, Episode
