@@ -64,7 +64,7 @@ def test_synthesis_on_ray_accepts_tasks_like_the_local_workers(tmp_path, torch_c
 
     out = tmp_path / "ds"
     save_catalogue(torch_crawl, out / "seeds.json")
-    # the settings of tests/synth/test_pipeline.py's small dataset, on two Ray workers
+    # the settings of tests/synth/test_synthesis.py's small dataset, on two Ray workers
     options = SynthOptions(n=2, out=out, device="cpu", workers=2, window_ms=(0.005, 1.0), max_tensor_bytes=1 << 24,
                            kernelbench=str(FIXTURES / "kernelbench"), include_transformers=False, pool="ray")
     state, _, _ = run_synthesis(options)
