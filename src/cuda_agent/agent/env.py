@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..judge.pools import JudgePool
 from .. import paper
 from ..device import DeviceInfo
+from ..judge.pools import JudgePool
 from ..task import Task
 from ..workspace import SKILL_FILE, create_workspace
 from .best import BestSolution, better, candidate_from_verdict

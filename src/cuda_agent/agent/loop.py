@@ -32,11 +32,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from ..judge.pools import JudgePool
 from .. import paper
 from ..device import DeviceInfo
 from ..errors import CudaAgentError
 from ..files import write_atomic
+from ..judge.pools import JudgePool
 from ..task import Task
 from .best import BestSolution, export_solution
 from .context import ContextBudget

@@ -20,9 +20,9 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from ..judge.pools import JudgePool
 from ..device import DeviceInfo
 from ..files import write_atomic
+from ..judge.pools import JudgePool
 from ..task import Task
 from ..llm.base import LLMClient
 from .loop import RESULT_FILE, AgentSettings, Episode, EpisodeResult, EpisodeStatus

@@ -22,9 +22,9 @@ from typing import Any, Callable
 
 from rich.console import Console
 
-from ..judge.pools import JudgePool
 from ..errors import BenchmarkError
 from ..files import write_atomic
+from ..judge.pools import JudgePool
 from ..judge.reference import ReferenceReport
 from ..solution import Solution, load_solution
 from ..task import Task

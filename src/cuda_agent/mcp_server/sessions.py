@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..judge.pools import JudgePool
 from ..agent.best import VERDICT_FILE, BestSolution, export_solution
 from ..agent.env import KernelEnv
 from ..agent.runner import slug
 from ..agent.tools.base import ToolError
 from ..device import DeviceInfo
 from ..files import write_atomic
+from ..judge.pools import JudgePool
 from ..workspace import WorkspaceError, find_workspace, record_path
 from .tasks import resolve_task
 

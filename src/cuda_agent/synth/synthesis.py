@@ -25,9 +25,9 @@ from typing import Any, Callable
 
 from pebble import ProcessExpired
 
-from ..judge.pools import JudgePool
 from ..cluster.ray_pool import WorkerLost
 from ..errors import SynthesisError
+from ..judge.pools import JudgePool
 from . import filters
 from .compose import ComposeSettings, OfflineComposer
 from .filters import FilterSettings

@@ -17,10 +17,10 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from ..judge.pools import JudgePool
 from ..cluster.pool import _check_reference, _evaluate, _evaluate_many, settle_pool, start_hosted_judge
 from ..errors import ConfigError
 from ..judge.config import JudgeConfig, TimingConfig
+from ..judge.pools import JudgePool
 from .extras import TrainError
 
 

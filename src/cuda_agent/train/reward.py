@@ -37,8 +37,8 @@ from typing import Any
 
 from ..agent.env import REWARD_KINDS
 from ..cluster.pool import group_timeout, split_group
-from ..judge.pools import JudgePool, stops_overdue_runs
 from ..errors import SolutionFormatError
+from ..judge.pools import JudgePool, stops_overdue_runs
 from ..solution import validate_solution
 from ..task import Task
 from .replies import ReplyFormatError, solution_from_reply

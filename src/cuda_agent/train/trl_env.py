@@ -21,8 +21,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from ..judge.pools import JudgePool
 from ..agent.env import KernelEnv
+from ..judge.pools import JudgePool
 from .rows import task_of_row, tool_schemas
 
 _log_lock = threading.Lock()

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..judge.pools import JudgePool
 from .. import paper
+from ..judge.pools import JudgePool
 from .extras import TrainError, report_to, require
 from .cpu_memory import keep_freed_memory
 from .models import FINAL, last_checkpoint, save_final

@@ -39,9 +39,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..judge.pools import JudgePool
 from .. import paper
 from ..agent.env import EnvSettings, KernelEnv
+from ..judge.pools import JudgePool
 from ..llm.text_protocol import parse_tool_calls
 from ..llm.messages import Message, ToolCall, openai_message
 from .extras import TrainError, require

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...judge.pools import JudgePool
 from ...agent.loop import AgentSettings, Episode, EpisodeResult
+from ...judge.pools import JudgePool
 from ...llm.messages import Completion, Message, Usage
 from ...task import Task
 from .family import expert_replies
