@@ -3,6 +3,7 @@ own infrastructure replacing whatever a workspace holds."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import os
 import subprocess
@@ -197,7 +198,11 @@ def test_prepare_compiles_the_judges_own_binding_once_for_every_later_build(cpu_
     # A fresh cache (no precompiled header, to keep it short): after prepare, a first solution
     # compiles its own two sources and links; the judge's binding.cpp is already there.
     fresh = ExtensionBuilder(cpu_judge.builder.toolchain, tmp_path / "cache", use_pch=False)
-    assert fresh.prepare() == ""
+    ran, run_ninja = [], fresh._run_ninja
+    fresh._run_ninja = lambda *a: ran.append(1) or run_ninja(*a)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:  # a pool's processes warm all at once
+        assert list(pool.map(lambda _: fresh.prepare(), range(2))) == ["", ""]
+    assert len(ran) == 1  # one of them compiled it; the other found it
     result = fresh.build(fixture_solution("cpu/correct"))
     assert result.ok, result.errors
     assert result.objects_compiled == 2 and result.objects_total == 3

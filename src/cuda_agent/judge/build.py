@@ -143,7 +143,9 @@ class ExtensionBuilder:
         the same object (eight judges' first builds did, 6-8 s of a core each). Returns why the
         header or the object is missing, or ""."""
         why = self._pch_header()[1]
-        judge_only = self.build(Solution({}, "workspace", "the judge's binding.cpp alone"))
+        # Under a lock: a pool's processes warm all at once, and would each compile the object.
+        with FileLock(str(self.root / "prepare.lock")):
+            judge_only = self.build(Solution({}, "workspace", "the judge's binding.cpp alone"))
         return why or ("" if judge_only.ok else f"the judge's binding.cpp did not compile: {judge_only.errors}")
 
     # -- precompiled header -----------------------------------------------------------------
