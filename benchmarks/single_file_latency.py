@@ -105,9 +105,9 @@ def nvcc_phases(judge: Judge, call: InlineCall) -> dict[str, dict[str, float]]:
             subprocess.run([*command, "--time", str(report)], cwd=tmp, check=True, capture_output=True)
             seconds = {"wall": time.perf_counter() - started}
             with report.open() as fh:
-                for row in csv.DictReader(fh, skipinitialspace=True):
-                    phase = (row.get("phase name ") or row.get("phase name") or "").strip()
-                    metric = (row.get("metric ") or row.get("metric") or "").strip()
+                for raw in csv.DictReader(fh):
+                    row = {(k or "").strip(): (v or "").strip() for k, v in raw.items()}  # nvcc pads with spaces
+                    phase, metric = row.get("phase name", ""), row.get("metric", "")
                     if phase and metric:
                         seconds[phase] = seconds.get(phase, 0.0) + float(metric) / 1000
         phases[name] = seconds
