@@ -93,11 +93,21 @@ def test_a_detached_process_is_found_by_its_token_and_killed(marker):
         worker.wait()
 
 
+def _exec_done(proc: subprocess.Popen, marker: str) -> subprocess.Popen:
+    """``proc`` once it runs its program: until its exec, a forked child still has this process's
+    environment (without its token), which a loaded machine made visible."""
+    deadline = time.monotonic() + 30
+    while marker.encode() not in Path(f"/proc/{proc.pid}/cmdline").read_bytes():
+        assert time.monotonic() < deadline, "the child did not exec within 30 s"
+        time.sleep(0.01)
+    return proc
+
+
 def test_only_candidates_strays_disturb_other_timings(marker):
     """A trusted reference's helpers (torch.compile's compile workers) are nobody's strays."""
     token = new_token()
     before = strays_elsewhere(None)
-    helper = subprocess.Popen(["/bin/sleep", marker], env={**os.environ, TOKEN_VARIABLE: token})
+    helper = _exec_done(subprocess.Popen(["/bin/sleep", marker], env={**os.environ, TOKEN_VARIABLE: token}), marker)
     try:
         reference = ProcessTree(os.getpid(), token, watched=False)
         assert helper.pid in reference.strays()
