@@ -32,6 +32,10 @@ def by_name(events, name):
 
 
 @pytest.mark.slow
+# The profile must come back correct: beside another test process's builds and training, a CI run
+# saw the judge refuse this honest kernel's timing as not credible (it cannot always tell load from
+# hidden work). The tests that need an honest profile believed run alone.
+@pytest.mark.timing
 def test_openai_episode_writes_compiles_fixes_verifies_profiles_and_exports(run_episode, correct_files, tmp_path,
                                                                          judge_cache, fast_timing_file):
     broken = correct_files[KERNEL].replace("yr[c] = v > 0.0f ? v : 0.0f;", "yr[c] = v > 0.0f ? v : 0.0f  // BROKEN")
@@ -70,7 +74,8 @@ def test_openai_episode_writes_compiles_fixes_verifies_profiles_and_exports(run_
     profile = by_name(events, "profile")[0]["verdict"]
     # Under load the judge may not believe the time and keep its measured ratio aside, unpaid.
     unpaid = profile["timing_integrity"].get("unpaid_speedups", {})
-    assert profile["correct"] and (profile["speedup_vs_compile"] or unpaid["compile"]) > 0
+    assert profile["correct"], (profile["status"], profile["error"], profile["notes"])
+    assert (profile["speedup_vs_compile"] or unpaid["compile"]) > 0, profile["timing_integrity"]
 
     # The malformed calls came back as errors the model can act on, and the episode went on.
     bad = {e["call"]["name"] + ":" + e["call"]["arguments"][:12]: e for e in events if e["turn"] == 6}
