@@ -74,8 +74,8 @@ def _run_gate() -> DeviceGate | None:
 # benchmarks.md), longest first: handed out before the rest, so that no process is left running one
 # of them alone at the end while the others have nothing left to do.
 LONG_FILES = ("tests/train/test_demo.py", "tests/bench/test_bench_cpu.py", "tests/test_cli.py", "tests/adversarial/test_adversarial.py", "tests/cluster/test_ray_users.py",
-              "tests/synth/test_synthesis.py", "tests/cluster/test_ray_pool.py", "tests/test_judge_cpu.py",
-              "tests/test_build.py", "tests/test_precision.py")
+              "tests/synth/test_synthesis.py", "tests/cluster/test_ray_pool.py", "tests/judge/test_judge_cpu.py",
+              "tests/judge/test_build.py", "tests/judge/test_precision.py")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -51,7 +51,7 @@ def _outcome(verdict) -> tuple:
     return verdict.status, verdict.correct, sorted({v.rule for v in verdict.violations}), verdict.reward > 0
 
 
-# What a judge in this process gives for each (status, correct, rules, paid; tests/test_judge_cpu.py
+# What a judge in this process gives for each (status, correct, rules, paid; tests/judge/test_judge_cpu.py
 # judges them so): the Ray pool's judges, in its actors, must give the same.
 LOCAL_OUTCOMES = {
     "cpu/correct": ("ok", True, [], True),

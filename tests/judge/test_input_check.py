@@ -19,7 +19,7 @@ from cuda_agent.judge.worker_main import input_digests, output_aliases
 from cuda_agent.solution import load_solution
 from cuda_agent.task import load_task
 
-HONEST = Path(__file__).resolve().parent / "honest" / "cpu_inplace_reference"
+HONEST = Path(__file__).resolve().parents[1] / "honest" / "cpu_inplace_reference"
 
 
 def test_digests_see_changed_and_moved_values():

@@ -21,7 +21,7 @@ from cuda_agent.judge.verdict import Verdict
 from cuda_agent.solution import load_solution
 from cuda_agent.task import load_task
 
-SOLUTIONS = Path(__file__).parent / "fixtures" / "solutions"
+SOLUTIONS = Path(__file__).parents[1] / "fixtures" / "solutions"
 
 pytestmark = pytest.mark.slow
 
@@ -497,7 +497,7 @@ def test_a_thread_working_while_the_candidate_is_not_timed_shows_on_its_cpu_cloc
     # An honest worker sleeps between its prepare step and its call; the precomputing fixture's
     # thread spends 20 ms of CPU there on every call.
     assert correct_verdict.timing_integrity["candidate_background_cpu_ms"] < 0.1
-    solution = load_solution(Path(__file__).parent / "adversarial" / "cases" / "b13_precompute_thread_runtime"
+    solution = load_solution(Path(__file__).parents[1] / "adversarial" / "cases" / "b13_precompute_thread_runtime"
                              / "solution")
     v = unscanned_judge.judge(task, solution)
     assert v.status == "runtime_error" and v.reward == -1, v.feedback

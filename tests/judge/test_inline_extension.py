@@ -43,7 +43,7 @@ def test_the_rules_read_what_a_define_flag_puts_into_the_code():
     from cuda_agent.judge.static_checks import scan_inline_build
     from cuda_agent.task import load_task
 
-    task = load_task(Path(__file__).parent / "fixtures" / "tasks" / "scale_bias_relu.py")
+    task = load_task(Path(__file__).parents[1] / "fixtures" / "tasks" / "scale_bias_relu.py")
     call = InlineCall.from_arguments("m", "torch::Tensor f(torch::Tensor x) { return F(x); }", functions=["f"],
                                      extra_cflags=["-O3 -DF=at::relu"])
     assert call.sources()["main.cpp"].startswith("#define F at::relu\n")

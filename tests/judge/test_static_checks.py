@@ -20,7 +20,7 @@ from cuda_agent.solution import Solution, load_solution
 from cuda_agent.task import Task, load_task
 from cuda_agent.workspace import render_model_new
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 
 ELEMENTWISE_TASK = textwrap.dedent("""
