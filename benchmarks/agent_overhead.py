@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from agent.servers import OpenAIServer, Reply  # noqa: E402  (the scripted loopback server)
 from cuda_agent.llm import make_client  # noqa: E402
 from cuda_agent.llm.retry import RetryPolicy  # noqa: E402
+from cuda_agent.agent.env import EnvSettings  # noqa: E402
 from cuda_agent.agent.loop import AgentSettings  # noqa: E402
 from cuda_agent.agent.runner import plan_episodes, run_episodes, summarise  # noqa: E402
 from cuda_agent.cluster import LocalJudgePool  # noqa: E402
@@ -120,7 +121,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="agent-bench-") as tmp, \
             LocalJudgePool(JudgeConfig(backend=backend, cache_dir=Path(tmp) / "cache", timing=fast),
                            args.judge_concurrency) as pool:
-        settings = AgentSettings(max_turns=args.turns + 5)
+        settings = AgentSettings(EnvSettings(max_turns=args.turns + 5))
         overheads, model_ms, started = [], [], time.perf_counter()
         for index in range(args.overhead_episodes):
             with OpenAIServer(file_turns(args.turns)) as server:
@@ -139,7 +140,7 @@ def main() -> None:
         started = time.perf_counter()
         with OpenAIServer(judged_script(solution_files(backend))) as server:
             specs = plan_episodes([task] * args.episodes, Path(tmp) / "concurrent", 1)
-            outcomes = asyncio.run(play(server, pool, specs, args.episodes, AgentSettings(max_turns=12)))
+            outcomes = asyncio.run(play(server, pool, specs, args.episodes, AgentSettings(EnvSettings(max_turns=12))))
         wall = time.perf_counter() - started
         summary = summarise(outcomes)
         results["concurrency"] = {

@@ -205,6 +205,8 @@ def optimize(
     import asyncio
 
     from .llm import make_client
+    from .agent.context import ContextBudget
+    from .agent.env import EnvSettings
     from .agent.loop import AgentSettings
     from .agent.runner import plan_episodes, run_episodes, summary_table, write_summary
     from .cluster import make_pool
@@ -218,7 +220,8 @@ def optimize(
     if max_output_tokens is not None:
         options["max_new_tokens" if provider == "hf" else "max_tokens"] = max_output_tokens
     client = make_client(provider, model, base_url=base_url, tool_protocol=tool_protocol, **options)
-    settings = AgentSettings(max_turns=max_turns, max_wall_s=max_wall, context_tokens=context_tokens)
+    settings = AgentSettings(env=EnvSettings(max_turns=max_turns, max_wall_s=max_wall),
+                             context=ContextBudget(window=context_tokens))
     specs = plan_episodes(tasks, out.resolve(), episodes)
 
     async def main() -> list:
@@ -338,6 +341,7 @@ def _bench_agent(model: str, provider: str, base_url: Optional[str], tool_protoc
         import asyncio
 
         from .llm import make_client
+        from .agent.env import EnvSettings
         from .agent.loop import AgentSettings
         from .agent.runner import EpisodeSpec, run_episodes
         from .device import probe_device
@@ -350,7 +354,7 @@ def _bench_agent(model: str, provider: str, base_url: Optional[str], tool_protoc
 
         async def main() -> None:
             try:
-                await run_episodes(specs, client, pool, settings=AgentSettings(max_turns=max_turns),
+                await run_episodes(specs, client, pool, settings=AgentSettings(EnvSettings(max_turns=max_turns)),
                                    provider=provider, device=probe_device(pool.backend), concurrency=concurrency,
                                    hidden=[directory.resolve()], console=err, live=True)
             finally:

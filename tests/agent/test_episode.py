@@ -12,7 +12,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from cuda_agent.agent.context import ELIDED
+from cuda_agent.agent.context import ELIDED, ContextBudget
+from cuda_agent.agent.env import EnvSettings
 from cuda_agent.agent.loop import CUT_OFF, NUDGE, Episode, EpisodeError
 from cuda_agent.agent.tools.base import ToolLimits
 from cuda_agent.agent.trajectory import load_trajectory
@@ -142,7 +143,7 @@ def test_anthropic_episode_verifies_and_exports(run_episode, correct_files):
 def test_turn_limit_stops_the_episode(run_episode):
     script = [Reply(f"turn {i}", [("read", {"path": "model.py"})]) for i in range(5)]
     with OpenAIServer(script) as server:
-        result = run_episode(server, max_turns=3)
+        result = run_episode(server, env=EnvSettings(max_turns=3))
     assert result.stop_reason == "max_turns" and result.turns == 3
     assert len(server.requests) == 3
     assert load_trajectory(result.directory / "trajectory.jsonl").end["stop_reason"] == "max_turns"
@@ -151,7 +152,7 @@ def test_turn_limit_stops_the_episode(run_episode):
 def test_replies_without_tool_calls_are_nudged_then_stop(run_episode):
     script = [Reply("I think it is fine."), Reply("Still thinking.", finish_reason="length"), Reply("Yes.")]
     with OpenAIServer(script) as server:
-        result = run_episode(server, max_idle_turns=3)
+        result = run_episode(server, env=EnvSettings(max_idle_turns=3))
     assert result.stop_reason == "no_tool_calls" and result.turns == 3
     user_turns = [m.content for m in server.conversations[-1] if m.role == "user"]
     assert NUDGE in user_turns and CUT_OFF in user_turns
@@ -160,14 +161,14 @@ def test_replies_without_tool_calls_are_nudged_then_stop(run_episode):
 def test_repeated_failed_calls_stop_the_episode(run_episode):
     script = [Reply("", [("frobnicate", {})]) for _ in range(4)]
     with OpenAIServer(script) as server:
-        result = run_episode(server, max_failed_turns=3)
+        result = run_episode(server, env=EnvSettings(max_failed_turns=3))
     assert result.stop_reason == "repeated_failure" and result.turns == 3
 
 
 def test_a_tool_that_times_out_is_reported_and_the_episode_goes_on(run_episode):
     script = [Reply("", [("bash", {"command": "sleep 30; echo never"})]), Reply("ok", [("finish", {})])]
     with OpenAIServer(script) as server:
-        result = run_episode(server, tool_limits=ToolLimits(bash_timeout_s=0.5))
+        result = run_episode(server, env=EnvSettings(tool_limits=ToolLimits(bash_timeout_s=0.5)))
     assert result.stop_reason == "finished"
     (bash,) = by_name(tool_events(result), "bash")
     assert bash["is_error"] and "timed out" in bash["message"]["content"]
@@ -180,7 +181,7 @@ def test_old_tool_output_is_elided_to_fit_the_context(run_episode):
     # 2.5k tokens, cannot all fit in a 15k window, so the oldest are elided.
     script = [Reply("", [("read", {"path": "SKILL.md"})]) for _ in range(5)] + [Reply("", [("finish", {})])]
     with OpenAIServer(script) as server:
-        result = run_episode(server, context_tokens=16_000, reserve_tokens=1_000, max_tool_tokens=2_500)
+        result = run_episode(server, context=ContextBudget(window=16_000, reserve=1_000, max_tool_tokens=2_500))
     assert result.stop_reason == "finished"
     notes = [e for e in load_trajectory(result.directory / "trajectory.jsonl").events if e["type"] == "note"]
     assert any(n["kind"] == "context_elided" for n in notes)
@@ -203,7 +204,7 @@ def test_a_context_error_from_the_server_elides_and_retries(run_episode):
 
 def test_a_window_too_small_for_the_prompt_stops_before_asking(run_episode):
     with OpenAIServer([Reply("", [("finish", {})])]) as server:
-        result = run_episode(server, context_tokens=600, reserve_tokens=100)
+        result = run_episode(server, context=ContextBudget(window=600, reserve=100))
     assert result.stop_reason == "context_exhausted" and server.requests == []
 
 

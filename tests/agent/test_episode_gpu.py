@@ -20,6 +20,7 @@ if not torch.cuda.is_available():
     pytest.skip("needs an NVIDIA GPU with CUDA (torch.cuda.is_available() is False)", allow_module_level=True)
 
 from cuda_agent.llm import make_client  # noqa: E402
+from cuda_agent.agent.env import EnvSettings  # noqa: E402
 from cuda_agent.agent.loop import AgentSettings, Episode  # noqa: E402
 from cuda_agent.cluster import LocalJudgePool  # noqa: E402
 from cuda_agent.device import probe_device  # noqa: E402
@@ -51,7 +52,7 @@ def test_scripted_cuda_episode_finds_a_faster_kernel(judge_config, tmp_path):
     with LocalJudgePool(judge_config(backend="cuda")) as pool, OpenAIServer(script) as server:
         client = make_client("openai", "scripted-model", base_url=server.url, api_key="test-key", retry=FAST_RETRY)
         episode = Episode(task, client, pool, tmp_path / "episode", device=probe_device("cuda"),
-                          settings=AgentSettings(max_turns=20))
+                          settings=AgentSettings(EnvSettings(max_turns=20)))
 
         async def play():
             try:

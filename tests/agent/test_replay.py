@@ -69,7 +69,7 @@ def episode(ended: bool = True) -> list[dict[str, Any]]:
         {"type": "header", "t": 0.0, "version": 1, "episode_id": "ep-42",
          "task": {"name": "scale_add", "sha256": "cd" * 32, "source": "level1/scale_add.py"},
          "model": "qwen-coder-32b", "provider": "openai", "backend": "cpu",
-         "settings": {"max_turns": 50, "context_tokens": 65536}, "started_at": "2025-02-03T04:05:06+00:00"},
+         "settings": {"env": {"max_turns": 50}, "context": {"window": 65536}}, "started_at": "2025-02-03T04:05:06+00:00"},
         msg(0.0, 0, Message("system", "You optimise PyTorch models with C++ kernels.")),
         msg(0.0, 0, Message("user", f"Task: scale_add. {HOSTILE}")),
         msg(3.0, 1, Message("assistant", "Writing a first kernel.", [write, compile_]), (1000, 200)),
@@ -120,7 +120,7 @@ def terminal(traj: Trajectory, full: bool = False) -> str:
 
 def test_terminal_shows_the_whole_episode(tmp_path: Path):
     text = terminal(load(tmp_path))
-    for expected in ("scale_add", "qwen-coder-32b", "ep-42", "max_turns=50", "2025-02-03T04:05:06",
+    for expected in ("scale_add", "qwen-coder-32b", "ep-42", "env.max_turns=50", "context.window=65536", "2025-02-03T04:05:06",
                      "Writing a first kernel.", "1,000 in / 200 out tokens",
                      "compile: compile_error", "expected ';' before '}' token",
                      "profile: ok · correct · 2.46x vs eager · 1.37x vs torch.compile · reward 3",
@@ -274,6 +274,7 @@ def test_html_has_summary_verdict_table_timeline_and_best_files(tmp_path: Path):
     for expected in ("Turn 1", "Turn 4", "Writing a first kernel.", "log line 99", "not a JSON object",
                      "note [context_elided]", "New best solution", "compile: compile_error"):
         assert expected in timeline, expected
+    assert "setting: env.max_turns" in checker.section("run")
     best = checker.section("best")
     assert "reward 3" in best and "kernels/scale_add.cpp" in best and "model_new.py" in best
     assert KERNEL in best and "// slow" not in best

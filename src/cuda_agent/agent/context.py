@@ -47,7 +47,9 @@ def elide_arguments(arguments: str) -> str:
 
 @dataclass
 class ContextBudget:
-    """``window``: the model's context in tokens; ``reserve``: kept free for its reply."""
+    """``window``: the model's context in tokens; ``reserve``: kept free for its reply;
+    ``max_tool_tokens``: one tool result, before it is cut in the middle; ``keep_recent``: the
+    latest messages that eliding old ones leaves whole."""
 
     window: int = paper.CONTEXT_TOKENS
     reserve: int = 8_192

@@ -27,12 +27,11 @@ import os
 import shutil
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import paper
 from ..device import DeviceInfo
 from ..errors import CudaAgentError
 from ..files import write_atomic
@@ -43,7 +42,6 @@ from .context import ContextBudget
 from .env import CUT_OFF, NUDGE, EnvSettings, KernelEnv, ToolRecord
 from ..llm.base import ContextOverflowError, LLMClient, LLMError
 from ..llm.messages import Message, Usage, estimate_tokens
-from .tools.base import ToolLimits
 from .trajectory import TrajectoryWriter, load_trajectory, resume_state
 
 TRAJECTORY_FILE = "trajectory.jsonl"
@@ -57,24 +55,19 @@ __all__ = ["CUT_OFF", "NUDGE", "AgentSettings", "Episode", "EpisodeError", "Epis
 
 @dataclass
 class AgentSettings:
-    max_turns: int = paper.TRAINING_TURNS  # 200 at evaluation (paper.EVALUATION_TURNS)
-    max_wall_s: float = 8 * 3600.0
-    context_tokens: int = paper.CONTEXT_TOKENS
-    reserve_tokens: int = 8_192          # kept free for the model's reply
-    max_tool_tokens: int = 8_000         # one tool result, before it is cut in the middle
-    max_idle_turns: int = 3              # replies in a row without a tool call
-    max_failed_turns: int = 8            # turns in a row in which every tool call failed
-    tool_limits: ToolLimits = field(default_factory=ToolLimits)
+    """An episode's settings: the environment's limits (turns, wall time, idle and failing turns,
+    the tools' own limits) and the model's context window. A tool result is cut to the context's
+    ``max_tool_tokens``; the environment's own character cap is set from it."""
+
+    env: EnvSettings = field(default_factory=EnvSettings)
+    context: ContextBudget = field(default_factory=ContextBudget)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def env_settings(self) -> EnvSettings:
-        """The environment's share of the settings; the context window stays the loop's."""
-        return EnvSettings(max_turns=self.max_turns, max_wall_s=self.max_wall_s, max_idle_turns=self.max_idle_turns,
-                           max_failed_turns=self.max_failed_turns,
-                           max_tool_chars=ContextBudget(max_tool_tokens=self.max_tool_tokens).max_tool_chars,
-                           tool_limits=self.tool_limits)
+        """The environment's settings, its tool results cut where the context's budget says."""
+        return replace(self.env, max_tool_chars=self.context.max_tool_chars)
 
 
 @dataclass
@@ -159,8 +152,7 @@ class Episode:
         self.env = KernelEnv(judge, self.directory, settings=self.settings.env_settings(), device=device,
                              hidden=hidden, on_tool=self._record_tool, on_best=self._new_best, clock=self._now)
         self.schema_tokens = estimate_tokens(json.dumps(self.env.schemas()))
-        self.budget = ContextBudget(self.settings.context_tokens, self.settings.reserve_tokens,
-                                    self.settings.max_tool_tokens)
+        self.budget = self.settings.context
         self.status = EpisodeStatus(self.episode_id, task.name)
         # Set by _start or _resume.
         self.messages: list[Message] = []

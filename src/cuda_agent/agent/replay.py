@@ -106,6 +106,17 @@ def summary_rows(traj: Trajectory) -> list[tuple[str, str]]:
     return rows
 
 
+def header_settings(header: dict[str, Any]) -> dict[str, Any]:
+    """The trajectory's settings by name, a group's fields as ``group.field`` (``env.max_turns``)."""
+    flat: dict[str, Any] = {}
+    for key, value in (header.get("settings") or {}).items():
+        if isinstance(value, dict) and key in ("env", "context"):
+            flat.update({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            flat[key] = value
+    return flat
+
+
 def parse_arguments(raw: str) -> dict[str, Any] | None:
     """A tool call's arguments as a dict, or None where the model wrote something else."""
     try:
@@ -209,7 +220,7 @@ def _header_panel(traj: Trajectory) -> Panel:
             ("backend", str(header.get("backend", "?"))),
             ("episode", str(header.get("episode_id", "?"))),
             ("started", str(header.get("started_at", "?")))]
-    settings = header.get("settings") or {}
+    settings = header_settings(header)
     if settings:
         rows.append(("settings", ", ".join(f"{k}={v}" for k, v in settings.items())))
     for label, value in rows:
@@ -362,7 +373,7 @@ def _html_run(traj: Trajectory) -> str:
             ("provider", str(header.get("provider", "?"))), ("task sha256", str(task.get("sha256", ""))),
             ("task source", str(task.get("source", "")))]
     rows += [(f"setting: {k}", json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v)
-             for k, v in (header.get("settings") or {}).items()]
+             for k, v in header_settings(header).items()]
     return f'<section id="run"><h2>Run</h2><table>{_rows(rows)}</table></section>'
 
 

@@ -10,7 +10,7 @@ ignored by readers and cut off by a writer that reopens the file.
     {"type": "header", "t": 0.0, "version": 1, "episode_id": str,
      "task": {"name": str, "sha256": str, "source": str},
      "model": str, "provider": str, "backend": str,
-     "settings": {...free-form: max_turns, max_wall_s, context_tokens, ...},
+     "settings": {"env": {max_turns, max_wall_s, ...}, "context": {window, reserve, ...}} (AgentSettings),
      "started_at": ISO-8601 UTC}
 
 ``message``: a system, user or assistant message. ``usage``, ``latency_s``, ``retries`` and

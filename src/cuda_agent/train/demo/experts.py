@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...agent.env import EnvSettings
 from ...agent.loop import AgentSettings, Episode, EpisodeResult
 from ...judge.pools import JudgePool
 from ...llm.messages import Completion, Message, Usage
@@ -54,7 +55,7 @@ async def run_experts(tasks: list[Task], pool: JudgePool, out: Path) -> list[Epi
         task = tasks[index % len(tasks)]
         replies = expert_replies(kind, pool.backend)
         episode = Episode(task, ScriptedClient(replies), pool, expert_directory(out, kind, task),
-                          settings=AgentSettings(max_turns=len(replies)), provider="scripted",
+                          settings=AgentSettings(EnvSettings(max_turns=len(replies))), provider="scripted",
                           episode_id=f"{task.name}-{kind}")
         results.append(await episode.run())
     return results

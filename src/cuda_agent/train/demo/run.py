@@ -213,12 +213,13 @@ def run_demo(out: Path, pool: JudgePool, settings: DemoSettings | None = None,
 async def agent_episode(model_dir: str, task, pool: JudgePool, out: Path, max_new_tokens: int,
                         device: str = "cpu") -> dict[str, Any]:
     from ...llm import make_client
+    from ...agent.env import EnvSettings
     from ...agent.loop import AgentSettings, Episode
 
     client = make_client("hf", model_dir, device=device, max_new_tokens=max_new_tokens, temperature=0.0)
     try:
         episode = Episode(task, client, pool, out / task.name / "00", provider="hf",
-                          settings=AgentSettings(max_turns=3), episode_id=f"{task.name}-demo")
+                          settings=AgentSettings(EnvSettings(max_turns=3)), episode_id=f"{task.name}-demo")
         result = await episode.run()
     finally:
         await client.aclose()
