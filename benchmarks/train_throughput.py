@@ -8,6 +8,7 @@ steps (TRL GRPOTrainer, the same engine `cuda-agent train warmup --engine trl` r
 
     python benchmarks/train_throughput.py --device cpu --steps 2 --concurrency 1,4
     python benchmarks/train_throughput.py --device cuda            # on a GPU: model and judge on it
+    python benchmarks/train_throughput.py --device cuda --judge-gpus 1   # the judges on a second GPU
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from rich.table import Table  # noqa: E402
 from cuda_agent.cluster import LocalJudgePool  # noqa: E402
 from cuda_agent.train.demo.run import DemoRun, DemoSettings, demo_judge_config  # noqa: E402
 from cuda_agent.train.reward import JudgeReward  # noqa: E402
+from cuda_agent.train.pools import local_judge_pool  # noqa: E402
 from cuda_agent.train.trl_grpo import STEPS_FILE, GRPOSettings, TRLRewardFunc, read_steps, run_grpo  # noqa: E402
 
 
@@ -76,11 +78,12 @@ def warm_cache(run: DemoRun, work: Path) -> None:
         reward.score_blocking(replies * len(run.tasks), [t for t in run.tasks for _ in replies])
 
 
-def measure(policy: Path, run: DemoRun, concurrency: int, steps: int, work: Path, device: str) -> dict:
+def measure(policy: Path, run: DemoRun, concurrency: int, steps: int, work: Path, device: str,
+            judge_gpus: list[int] | None) -> dict:
     out = work / f"grpo-c{concurrency}"
     shutil.rmtree(out, ignore_errors=True)
     config = demo_judge_config(work / "judge-cache", run.pool.backend)
-    with LocalJudgePool(config, max_concurrent=concurrency) as pool:
+    with local_judge_pool(config, concurrency, judge_gpus) as pool:
         reward = JudgeReward(pool, concurrency=concurrency, use_cache=False)
         timed = TimedReward(reward, out / STEPS_FILE)
         timer = step_timer()
@@ -94,7 +97,7 @@ def measure(policy: Path, run: DemoRun, concurrency: int, steps: int, work: Path
         total = time.monotonic() - started
     rollouts = sum(len(x["scores"]) for x in read_steps(out / STEPS_FILE))
     step_s = sum(timer.seconds) or total
-    return {"concurrency": concurrency, "steps": steps, "rollouts": rollouts, "judge_calls": reward.judge_calls,
+    return {"concurrency": concurrency, "judge_gpus": judge_gpus or [0], "steps": steps, "rollouts": rollouts, "judge_calls": reward.judge_calls,
             "seconds": total, "step_seconds": step_s, "judge_wait_s": timed.wait_s,
             "rollouts_per_min": 60 * rollouts / step_s, "judge_calls_per_min": 60 * reward.judge_calls / step_s,
             "judge_wait_share": timed.wait_s / step_s, "mean_judge_s": reward.judge_seconds / max(1, reward.judge_calls)}
@@ -110,9 +113,14 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=2, help="prompts per GRPO step")
     parser.add_argument("--generations", type=int, default=8, help="samples per prompt")
     parser.add_argument("--demo", type=Path, help="a `cuda-agent train demo` folder whose RFT model to reuse")
+    parser.add_argument("--judge-gpus", help="GPUs the judges time on, e.g. 1 (default: GPU 0, where the model "
+                                             "trains); the concurrency is then per GPU")
     args = parser.parse_args()
     console = Console(stderr=True)
     work = args.work.resolve()
+    judge_gpus = [int(g) for g in args.judge_gpus.split(",")] if args.judge_gpus else None
+    if judge_gpus and args.device != "cuda":
+        parser.error("--judge-gpus places judges on GPUs: it needs --device cuda")
     settings = replace(DemoSettings(), device=args.device, prompts_per_step=args.prompts, generations=args.generations)
     with LocalJudgePool(demo_judge_config(work / "judge-cache", args.device), max_concurrent=2) as pool:
         run = DemoRun(args.demo or work / "demo", pool, settings, say=lambda m: console.print(f"[dim]{m}[/]"))
@@ -120,11 +128,12 @@ def main() -> None:
         warm_cache(run, work)
         rows = []
         for c in args.concurrency.split(","):
-            rows.append(row := measure(policy, run, int(c), args.steps, work, args.device))
+            rows.append(row := measure(policy, run, int(c), args.steps, work, args.device, judge_gpus))
             console.print(f"concurrency {row['concurrency']}: {row['rollouts_per_min']:.1f} rollouts/min, "
                           f"judge wait {100 * row['judge_wait_share']:.0f}% of {row['step_seconds']:.1f} s")
             write(args.out, args.device, settings, rows)  # after every row: a run cut short keeps its rows
-    table = Table(title=f"GRPO against the judge ({args.device}): {settings.prompts_per_step} prompts x "
+    where = f", judges on GPU {args.judge_gpus}" if judge_gpus else ""
+    table = Table(title=f"GRPO against the judge ({args.device}{where}): {settings.prompts_per_step} prompts x "
                         f"{settings.generations} samples per step")
     for column in ("concurrency", "rollouts/min", "judge calls/min", "judge wait share", "mean judge s", "steps"):
         table.add_column(column)

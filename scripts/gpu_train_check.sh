@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Training checks on one GPU: the TRL engine's demo on cuda (RFT, then GRPO against the CUDA judge,
 # the model on the GPU), the training throughput benchmark at reward concurrency 1, 4 and 16, and
-# the training GPU tests. Each part's output goes to $OUT (default ./gpu-results).
+# the training GPU tests. Each part's output goes to $OUT (default ./gpu-results). On a machine with
+# two GPUs or more, the throughput benchmark runs twice: the judges on the training GPU, then on GPU 1.
 #
 #   OUT=DIR             where the results go
 #   WHEELS=DIR          a folder of wheels to install first, offline (default: every .whl* folder):
@@ -47,6 +48,11 @@ if [ "${SKIP_THROUGHPUT:-0}" != 1 ]; then
   timeout "${THROUGHPUT_TIMEOUT:-1800}" python3 benchmarks/train_throughput.py --device cuda --steps 1 --prompts 1 --concurrency 1,4,16 \
     $([ "${SKIP_DEMO:-0}" = 1 ] || echo --demo "$OUT/train-demo") --work "$WORK/train-throughput" --out "$OUT/train_throughput.json" 2>&1 \
     | tee "$OUT/train_throughput.txt" || status=1
+  if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+    timeout "${THROUGHPUT_TIMEOUT:-1800}" python3 benchmarks/train_throughput.py --device cuda --steps 1 --prompts 1 --concurrency 1,4,16 \
+      --judge-gpus 1 $([ "${SKIP_DEMO:-0}" = 1 ] || echo --demo "$OUT/train-demo") --work "$WORK/train-throughput" \
+      --out "$OUT/train_throughput-judges-on-gpu1.json" 2>&1 | tee "$OUT/train_throughput-judges-on-gpu1.txt" || status=1
+  fi
 else
   echo "throughput benchmark skipped (SKIP_THROUGHPUT=1)" | tee "$OUT/train_throughput.txt"
 fi

@@ -269,12 +269,14 @@ class LocalJudgePool:
 
 class SpreadJudgePool:
     """Several pools as one (one per GPU): each run goes to the pool with the fewest runs in
-    flight, so the agent's episodes use every GPU. The pools stay their owner's to close."""
+    flight, so the agent's episodes use every GPU. The pools stay their owner's to close, unless
+    ``owns_pools``: then closing this closes them."""
 
-    def __init__(self, pools: list[Any]) -> None:
+    def __init__(self, pools: list[Any], owns_pools: bool = False) -> None:
         if not pools:
             raise ValueError("SpreadJudgePool needs at least one pool")
         self.pools = list(pools)
+        self.owns_pools = owns_pools
         self.backend = self.pools[0].backend
         self.cache_dir = self.pools[0].cache_dir
         self.in_flight = [0] * len(self.pools)
@@ -299,4 +301,12 @@ class SpreadJudgePool:
         return await self._on_least_busy("check_reference", task, **kwargs)
 
     def close(self) -> None:
-        pass
+        if self.owns_pools:
+            for pool in self.pools:
+                pool.close()
+
+    def __enter__(self) -> "SpreadJudgePool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

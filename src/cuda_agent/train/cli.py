@@ -123,6 +123,7 @@ def _stage_command(stage: str):
         judge_pool: Optional[str] = typer.Option(None, "--judge-pool", help="Where the reward's judges run: local (default), or ray (actors across the Ray cluster's GPUs; pip install 'cuda-agent\\[ray]')."),
         ray_address: Optional[str] = typer.Option(None, "--ray-address", help="trl with --judge-pool ray: the cluster's HOST:PORT (default: start one here). verl joins its own cluster."),
         ray_resource: Optional[str] = typer.Option(None, "--judge-ray-resource", help="With --judge-pool ray: a custom resource only judge nodes carry, keeping judges off the trainer's GPUs."),
+        judge_gpus: Optional[str] = typer.Option(None, "--judge-gpus", help="trl with the local pool: the GPUs the judges time kernels on, e.g. 1 or 1,2 (default: every visible GPU but GPU 0, where the model trains; GPU 0 itself only on a one-GPU machine, with a warning). --judge-concurrency is then per GPU."),
         val_data: Optional[Path] = typer.Option(None, "--val-data", help="verl: held-out RL rows, validated before training and every --val-every steps (none without them)."),
         val_every: int = typer.Option(10, "--val-every", help="verl: steps between validations (with --val-data)."),
         gpu_memory: float = typer.Option(80.0, "--gpu-memory", help="verl: GiB of memory each GPU has, for the memory estimate (80: an H100)."),
@@ -135,6 +136,7 @@ def _stage_command(stage: str):
         if keep_checkpoints < 1 or val_every < 1:
             raise TrainError("--keep-checkpoints and --val-every must be at least 1")
         kept = {"keep_checkpoints": keep_checkpoints, "loggers": check_loggers(logger)}
+        judge_gpu_list = parse_gpus(judge_gpus)
         layout = _layout(profile, stage, engine, gpus, nodes, sequence_parallel, judge_pool, ray_resource)
         if chosen := layout["profile"]:
             err.print(f"[dim]launch profile {chosen.name}: {chosen.summary}; the judges run {chosen.judges}[/]")
@@ -146,6 +148,9 @@ def _stage_command(stage: str):
         if engine == "verl":
             if ray_address:
                 raise TrainError("verl runs in its own Ray cluster and its judges join it: leave --ray-address out")
+            if judge_gpu_list:
+                raise TrainError("--judge-gpus places the trl engine's judges on one machine; verl's judges go where "
+                                 "Ray puts them: --judge-pool ray --judge-ray-resource judge (docs/cluster.md)")
             _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, batch_size, rollout_n,
                       layout["gpus"], layout["nodes"], rollout, tool_format or "hermes", layout["sequence_parallel"], episodes,
                       device, judge_concurrency, cache_dir, layout["overrides"] + list(extra or []), judge,
@@ -153,8 +158,11 @@ def _stage_command(stage: str):
         else:
             if val_data is not None:
                 raise TrainError("--val-data is verl's: the trl engine does not validate during training")
+            if judge_gpu_list and judge_pool != "local":
+                raise TrainError("--judge-gpus places the local pool's judges; a Ray pool's go where its resources say")
             _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, generations, max_completion,
-                     episodes, device, judge_concurrency, cache_dir, judge, {**kept, "tool_format": tool_format})
+                     episodes, device, judge_concurrency, cache_dir, {**judge, "gpus": judge_gpu_list},
+                     {**kept, "tool_format": tool_format})
 
     command.__doc__ = {
         "warmup": "Stage 1: single-turn RL on the judge's reward (verl: PPO with a critic; trl: GRPO).",
@@ -290,6 +298,16 @@ def _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, gen
         return
     from .pools import make_judge_pool
 
+    if device == "cuda" and judge["pool"] == "local":
+        import torch
+
+        from .pools import place_judges
+
+        judge["gpus"], warning = place_judges(judge["gpus"], torch.cuda.device_count())
+        err.print(f"[yellow]{warning}[/]" if warning else
+                  f"[dim]the model trains on GPU 0; the judges time kernels on GPU {', '.join(map(str, judge['gpus']))}[/]")
+    elif judge["gpus"]:
+        raise TrainError("--judge-gpus places judges that time on GPUs: it needs --device cuda and the local pool")
     with make_judge_pool({"backend": device, "cache_dir": cache_dir, "concurrency": judge_concurrency, **judge}) as pool:
         if stage == "collect":
             _collect(model, rows, directory, pool, episodes, device)
@@ -306,6 +324,19 @@ def _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, gen
         else:
             final = run_agentic_grpo(model, rows, directory, pool, settings, device=device)
     out.print(f"{stage} model: {final}")
+
+
+def parse_gpus(given: Optional[str]) -> list[int] | None:
+    """--judge-gpus "1,2" as [1, 2]; None when not given."""
+    if not given:
+        return None
+    try:
+        gpus = [int(part) for part in given.split(",") if part.strip()]
+    except ValueError:
+        gpus = []
+    if not gpus:
+        raise TrainError(f"--judge-gpus takes GPU indices separated by commas, e.g. 1 or 1,2; got {given!r}")
+    return gpus
 
 
 def trl_tool_format(stage: str, given: Optional[str]) -> str:

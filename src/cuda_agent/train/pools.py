@@ -14,10 +14,12 @@ import asyncio
 import json
 import multiprocessing
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from ..cluster.pool import _check_reference, _evaluate, _evaluate_many, settle_pool, start_hosted_judge
+from ..cluster.pool import (SpreadJudgePool, _check_reference, _evaluate, _evaluate_many, default_concurrency,
+                            settle_pool, start_hosted_judge)
 from ..errors import ConfigError
 from ..judge.config import JudgeConfig, TimingConfig
 from ..judge.pools import JudgePool
@@ -90,8 +92,9 @@ class TrainJudgePool:
 
 def make_judge_pool(settings: dict[str, Any] | None) -> Any:
     """``settings``: backend (cuda or cpu; default: cuda where a GPU is visible), cache_dir,
-    concurrency (judge runs at once; with the Ray pool, per GPU), pool (local, the default, or
-    ray), ray_address and ray_resource (``cluster.ray_pool.RayJudgePool``), exclusive_timing
+    concurrency (judge runs at once; with the Ray pool or several ``gpus``, per GPU), pool (local,
+    the default, or ray), gpus (the local pool's GPUs, by index: one pool of judges on each; default
+    the first), ray_address and ray_resource (``cluster.ray_pool.RayJudgePool``), exclusive_timing
     (``JudgeConfig.exclusive_timing``), timing (``TimingConfig``'s fields, e.g. shorter sessions
     where the judge runs on CPUs: ``{"target_seconds": 0.2}``)."""
     settings = dict(settings or {})
@@ -109,7 +112,42 @@ def make_judge_pool(settings: dict[str, Any] | None) -> Any:
         return make_pool("ray", config, settings.get("concurrency"), settings.get("ray_address"), **resource)
     if kind != "local" or settings.get("ray_address"):
         raise TrainError(f"the judge pool is local or ray (and a Ray address needs the ray pool); got {kind!r}")
-    return TrainJudgePool(config, settings.get("concurrency"))
+    return local_judge_pool(config, settings.get("concurrency"), settings.get("gpus"))
+
+
+def local_judge_pool(config: JudgeConfig, concurrency: int | None = None,
+                     gpus: list[int] | None = None) -> TrainJudgePool | SpreadJudgePool:
+    """Judges in processes on this machine, timing on ``gpus`` (indices; default the first): one
+    pool of ``concurrency`` judges on each, a run going to the least busy."""
+    gpus = list(gpus or [])
+    if len(gpus) <= 1:
+        return TrainJudgePool(replace(config, device_index=gpus[0]) if gpus else config, concurrency)
+    # The host's cores build and check for every GPU's judges, so by default they share the
+    # machine's judges; every worker's memory cap counts them all.
+    each = concurrency or max(1, default_concurrency() // len(gpus))
+    at_once = replace(config, judges_at_once=max(config.judges_at_once, each * len(gpus)))
+    return SpreadJudgePool([TrainJudgePool(replace(at_once, device_index=g), each) for g in gpus], owns_pools=True)
+
+
+JUDGES_SHARE_THE_TRAINING_GPU = (
+    "The judges will time kernels on GPU {gpu}, where the model trains: their timings slow and vary with "
+    "training's load, and a kernel the judge cannot time steadily is paid no speedup. On a machine with a "
+    "second GPU the judges go there by default, or name theirs with --judge-gpus (e.g. --judge-gpus 1).")
+
+
+def place_judges(given: list[int] | None, visible: int, training: int = 0) -> tuple[list[int], str | None]:
+    """The GPUs a one-machine run's judges time on, and a warning where that is the GPU the model
+    trains on (``training``). ``given``: the GPUs asked for (--judge-gpus); by default every
+    visible GPU but the training one, and the training GPU only when it is the only one."""
+    if given:
+        wrong = sorted({g for g in given if not 0 <= g < visible})
+        if wrong:
+            raise TrainError(f"--judge-gpus names GPU(s) {', '.join(map(str, wrong))}, but this process sees "
+                             f"{visible} GPU(s), numbered from 0 (CUDA_VISIBLE_DEVICES numbers them)")
+        chosen = sorted(set(given))
+    else:
+        chosen = [g for g in range(visible) if g != training] or [training]
+    return chosen, JUDGES_SHARE_THE_TRAINING_GPU.format(gpu=training) if training in chosen else None
 
 
 def timing_config(fields: dict[str, Any]) -> TimingConfig:
