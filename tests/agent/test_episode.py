@@ -249,7 +249,7 @@ def test_a_refused_request_ends_the_episode(run_episode):
 
 def test_a_slow_model_cannot_overrun_the_wall_time_budget(run_episode):
     with OpenAIServer([Delay(10, Reply("", [("finish", {})]))]) as server:
-        result = run_episode(server, max_wall_s=1.0)
+        result = run_episode(server, env=EnvSettings(max_wall_s=1.0))
     assert result.stop_reason == "max_wall_time" and result.turns == 0
     assert result.elapsed_s < 5
 
