@@ -15,7 +15,7 @@ from cuda_agent.train.demo import family  # noqa: E402
 from cuda_agent.train.extras import TrainError  # noqa: E402
 from cuda_agent.train.rft import find_trajectories, rft_rows  # noqa: E402
 from cuda_agent.train.rows import rl_rows, write_parquet  # noqa: E402
-from cuda_agent.train.stages import (PPO_MODULE, SFT_MODULE, STAGES, StageOptions, compose, prepare,  # noqa: E402
+from cuda_agent.train.stages import (PPO_MODULE, SFT_MODULE, TRAINING_STAGES, StageOptions, compose, prepare,  # noqa: E402
                                      stage_settings)
 
 PPO_OVERRIDES = ["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.model.path=m", "critic.model.path=m"]
@@ -26,7 +26,7 @@ def options(stage, tmp_path, **kw):
                         out=tmp_path, resume_from=str(tmp_path / "value" / "checkpoints" / "global_step_20"), **kw)
 
 
-@pytest.mark.parametrize("stage", STAGES)
+@pytest.mark.parametrize("stage", TRAINING_STAGES)
 def test_every_stage_composes_against_verls_own_config(stage, tmp_path):
     argv, directory = prepare(options(stage, tmp_path))
     config = (directory / "config.yaml").read_text()

@@ -48,7 +48,7 @@ DRAWS_PER_STEP = 25      # seeds tried before a step gives up
 
 
 @dataclass
-class Step:
+class ChainStep:
     seed: Seed
     args: dict[str, Any]                 # resolved for this step's input
     operand: tuple[int, ...] | None = None   # shape of the learned second operand, if any
@@ -59,7 +59,7 @@ class Step:
 class Chain:
     rank: int
     dims: dict[str, int]                 # the input's non-batch sizes, by name
-    steps: list[Step] = field(default_factory=list)
+    steps: list[ChainStep] = field(default_factory=list)
 
     def input_shape(self, batch: int) -> tuple[int, ...]:
         return (batch, *self.dims.values())
@@ -112,13 +112,14 @@ class OfflineComposer:
             dims["width"] = dims["height"] if rng.random() < 0.7 else dims["width"]
         return Chain(rank=rank, dims=dims)
 
-    def _try_step(self, chain: Chain, seed: Seed, x: torch.Tensor, rng: random.Random) -> tuple[Step, torch.Tensor] | None:
+    def _try_step(self, chain: Chain, seed: Seed, x: torch.Tensor,
+                  rng: random.Random) -> tuple[ChainStep, torch.Tensor] | None:
         shape = tuple(x.shape)
         width = pick_width(rng, shape, "features" if x.dim() == 2 else "channels")
         args = resolve_all(seed.args, shape, width)
         operand_arg = next((k for k, v in args.items() if v in OPERAND_TOKENS), None)
         operand = operand_shape(args.pop(operand_arg), shape) if operand_arg else None
-        step = Step(seed, args, operand, operand_arg)
+        step = ChainStep(seed, args, operand, operand_arg)
         trial = Chain(chain.rank, chain.dims, chain.steps + [step])
         try:
             out = run_chain(trial, BASE_BATCH)

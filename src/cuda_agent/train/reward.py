@@ -47,7 +47,7 @@ KINDS = REWARD_KINDS  # the agent environment's reward kinds: one list for both
 TIMEOUTS = (asyncio.TimeoutError, concurrent.futures.TimeoutError, TimeoutError)
 
 
-STAGES = ("verify", "profile")
+REWARD_STAGES = ("verify", "profile")
 LOGGED_FIELDS = ("status", "correct", "reward", "reward_continuous", "speedup_vs_eager", "speedup_vs_compile",
                  "stage", "error")
 
@@ -97,8 +97,8 @@ class JudgeReward:
                  group: bool = True) -> None:
         if kind not in KINDS:
             raise ValueError(f"reward kind must be one of {', '.join(KINDS)}, not {kind!r}")
-        if stage not in STAGES:
-            raise ValueError(f"reward stage must be one of {', '.join(STAGES)}, not {stage!r}")
+        if stage not in REWARD_STAGES:
+            raise ValueError(f"reward stage must be one of {', '.join(REWARD_STAGES)}, not {stage!r}")
         if kind == "continuous" and stage != "profile":
             # t_compile / t needs the candidate timed: at verify every correct reply would score -1.
             raise ValueError("the continuous reward is t_compile / t, which needs the candidate timed: use "

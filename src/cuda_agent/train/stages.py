@@ -29,7 +29,7 @@ from .. import paper
 from .extras import TrainError, require
 from .rows import AGENT_NAME
 
-STAGES = ("warmup", "collect", "rft", "value", "agentic")
+TRAINING_STAGES = ("warmup", "collect", "rft", "value", "agentic")
 PPO_MODULE = "verl.trainer.main_ppo"
 SFT_MODULE = "verl.trainer.sft_trainer"
 SINGLE_TURN_CONTEXT = paper.SINGLE_TURN_CONTEXT_TOKENS
@@ -233,8 +233,8 @@ def _ppo(options: StageOptions, *, agentic: bool) -> dict[str, Any]:
 
 def stage_settings(options: StageOptions) -> tuple[str, dict[str, Any]]:
     """(the verl module to run, its Hydra overrides) for ``options.stage``."""
-    if options.stage not in STAGES:
-        raise TrainError(f"unknown stage {options.stage!r}; the stages are {', '.join(STAGES)}")
+    if options.stage not in TRAINING_STAGES:
+        raise TrainError(f"unknown stage {options.stage!r}; the stages are {', '.join(TRAINING_STAGES)}")
     if not options.data:
         raise TrainError(f"the {options.stage} stage needs --data: rows built by `cuda-agent train data` "
                          "(or `cuda-agent train rft-data` for rft)")
