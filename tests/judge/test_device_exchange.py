@@ -96,7 +96,7 @@ class _Buffer:
 
 def _reference_worker(expected, norms=None) -> Worker:
     worker = Worker()
-    worker.role = "reference"
+    worker.trusted = True
     slots, nbytes = layout(expected)
     worker.exchanges = [_Buffer(nbytes)]
     worker.buffers[""] = worker.exchanges[0]
@@ -163,7 +163,7 @@ def test_the_kept_outputs_of_timed_calls_go_through_the_buffer_one_at_a_time():
     expected = torch.arange(16, dtype=torch.float32)
     slots, nbytes = layout(expected)
     candidate = Worker()
-    candidate.role = "candidate"
+    candidate.trusted = False
     candidate.kept = [expected * 0, expected.clone()]
     buffer = torch.zeros(nbytes, dtype=torch.uint8)
 
@@ -233,7 +233,7 @@ def test_chunks_are_copies_even_in_the_compared_dtype():
 
 def test_a_reference_output_in_host_memory_is_not_given_a_gpu_buffer():
     worker = Worker()
-    worker.role = "reference"
+    worker.trusted = True
     reply = {"output": torch.ones(3)}
     worker._hold("expected", torch.ones(3), reply, exchange=True)
     assert "host memory" in reply["exchange_error"] and "exchange" not in reply and not worker.exchanges
@@ -244,7 +244,7 @@ def test_the_determinism_probe_holds_a_copy_of_the_first_output():
     """A model that returns the same tensor on every call, changed in place, must not be held
     twice under two names: the probe would compare it with itself."""
     worker = Worker()
-    worker.role = "reference"
+    worker.trusted = True
     state = torch.zeros(4)
     worker._hold("first", (state, [state]), {}, exchange=False, copy=True)
     state += 1  # the model's next call

@@ -15,13 +15,13 @@ import pytest
 
 from cuda_agent.judge import fork_server
 from cuda_agent.judge.process_tree import TOKEN_VARIABLE
-from cuda_agent.judge.sandbox import SandboxPolicy
+from cuda_agent.judge.sandbox import SandboxPolicy, ProcessKind
 from cuda_agent.judge.worker_process import WorkerError, WorkerProcess, WorkerSpec
 from cuda_agent.solution import load_solution
 
 
 def _worker(tmp_path: Path, fork: bool, **policy) -> WorkerProcess:
-    spec = WorkerSpec(role="candidate", run_dir=tmp_path, policy=SandboxPolicy(isolate_network=False, **policy),
+    spec = WorkerSpec(name="candidate", run_dir=tmp_path, policy=SandboxPolicy(isolate_network=False, **policy),
                       env={"OMP_NUM_THREADS": "1"}, memory_limit_bytes=None, fork=fork)
     return WorkerProcess(spec)
 
@@ -158,8 +158,8 @@ def test_the_server_a_judge_starts_early_is_the_one_its_workers_fork_from(judge_
 
     judge = Judge(judge_config())
     before = set(fork_server._servers)
-    fork_server.start_soon(judge.python, judge.worker_env("reference"))
-    for_candidate = fork_server.server_for(judge.python, judge.worker_env("candidate"))
-    for_reference = fork_server.server_for(judge.python, judge.worker_env("reference"))
+    fork_server.start_soon(judge.python, judge.worker_env(ProcessKind.REFERENCE))
+    for_candidate = fork_server.server_for(judge.python, judge.worker_env(ProcessKind.CANDIDATE))
+    for_reference = fork_server.server_for(judge.python, judge.worker_env(ProcessKind.REFERENCE))
     assert for_candidate is not None and for_candidate is for_reference and for_candidate.alive
     assert len(set(fork_server._servers) - before) <= 1

@@ -35,7 +35,7 @@ def test_each_check_is_drawn_once_for_the_whole_group(cpu_judge, task, fixture_s
         return draw_check(self, index, buffers)
 
     def seen_check(self, draw):
-        checked.append((draw.index, draw.input_seed, draw.weight_seed, self.buffer))
+        checked.append((draw.index, draw.input_seed, draw.weight_seed, self.run.buffer))
         return check_candidate(self, draw)
 
     monkeypatch.setattr(run_verify.RunVerification, "draw_check", counted_draw)

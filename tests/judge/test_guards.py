@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -19,7 +20,7 @@ from cuda_agent.judge.landlock import abi_version, build_ruleset
 from cuda_agent.judge.static_checks import kernel_inventory
 from cuda_agent.judge.sandbox import SandboxPolicy, make_preexec
 from cuda_agent.judge.config import JudgeConfig
-from cuda_agent.judge.run_support import _Stop
+from cuda_agent.judge.run_support import RunStopped
 from cuda_agent.judge.run_verify import PROFILE_ATTEMPTS, RunVerification
 from cuda_agent.judge.verdict import Verdict
 from cuda_agent.judge.worker_main import perturb_parameters, transform_inputs
@@ -141,8 +142,6 @@ def test_an_error_of_forward_under_the_profiler_is_raised_as_it_is(monkeypatch):
 def test_a_candidates_call_counts_its_threads_after_the_profilers_start(monkeypatch):
     # The worker's `run` itself waits: the start (two threads born 0.2 s in, as CUPTI's) falls
     # before the count, not inside forward, which would then seem to leave a thread running.
-    from types import SimpleNamespace
-
     from cuda_agent.judge.worker_main import Worker, vary_inputs
 
     def slow_start() -> None:
@@ -153,7 +152,7 @@ def test_a_candidates_call_counts_its_threads_after_the_profilers_start(monkeypa
     warmup = threading.Thread(target=slow_start, daemon=True)
     monkeypatch.setattr(recording, "_warmup", warmup)
     worker = Worker()
-    worker.role, worker.flags_before = "candidate", recording.numerics_flags()
+    worker.trusted, worker.flags_before = False, recording.numerics_flags()
     worker.task = SimpleNamespace(get_inputs=lambda: [torch.ones(4)])
     worker.model = lambda x: (time.sleep(0.4), x * 2)[1]
     warmup.start()
@@ -163,19 +162,30 @@ def test_a_candidates_call_counts_its_threads_after_the_profilers_start(monkeypa
     assert torch.equal(reply["output"], 2 * vary_inputs([torch.ones(4)], 1)[0])
 
 
+class _ScriptedWorkers:
+    """A run's workers whose candidate answers each call with the next scripted reply."""
+
+    def __init__(self, replies: list) -> None:
+        self.replies, self.calls = replies, 0
+
+    def call(self, worker, cmd, timeout, fields, expect=None):
+        self.calls += 1
+        return self.replies[self.calls - 1]
+
+
 class _Verifier(RunVerification):
     """The verify stage's candidate call over scripted replies of the candidate's worker."""
 
     def __init__(self, records: list) -> None:
-        self.replies = [{"output": 0, "aliases": [], "evidence": {"kernels": k, "flags_before": {}, "flags_after": {}}}
-                        for k in records]
-        self.calls = 0
-        self.cand, self.cfg, self.verdict = "candidate", JudgeConfig(), Verdict(status="ok")
-        self.solution = _solution(**{"kernels__k.cu": CUDA_SOURCE, "model_new.py": ""})
+        replies = [{"output": 0, "aliases": [], "evidence": {"kernels": k, "flags_before": {}, "flags_after": {}}}
+                   for k in records]
+        run = SimpleNamespace(judge=None, cfg=JudgeConfig(), verdict=Verdict(status="ok"), cand="candidate",
+                              solution=_solution(**{"kernels__k.cu": CUDA_SOURCE, "model_new.py": ""}))
+        super().__init__(run, _ScriptedWorkers(replies))
 
-    def _call(self, worker, cmd, timeout, fields, expect=None):
-        self.calls += 1
-        return self.replies[self.calls - 1]
+    @property
+    def calls(self) -> int:
+        return self.workers.calls
 
 
 KERNEL = {"name": "void tiled_kernel<4>(float*)", "device_ms": 0.2, "op": ""}
@@ -202,10 +212,10 @@ def test_a_forward_that_never_runs_its_kernels_is_still_refused():
     # the last record is judged as it is.
     gemm = {"name": "sm90_xmma_gemm_f32f32", "device_ms": 1.0, "op": ""}
     verifier = _Verifier([[gemm]] * PROFILE_ATTEMPTS)
-    verifier.solution = _solution(**{"kernels__k.cu": CUDA_SOURCE, "kernels__gemm.cpp": "cublasSgemm(h);"})
+    verifier.run.solution = _solution(**{"kernels__k.cu": CUDA_SOURCE, "kernels__gemm.cpp": "cublasSgemm(h);"})
     got = verifier._run_candidate(1, "none", {"ops": True, "kernels": True})
     assert verifier.calls == PROFILE_ATTEMPTS and verifier.verdict.status == "ok"
-    rules = [v.rule for v in evidence.assess_kernels(got["evidence"]["kernels"], verifier.solution, "m")]
+    rules = [v.rule for v in evidence.assess_kernels(got["evidence"]["kernels"], verifier.run.solution, "m")]
     assert rules == ["own_kernels_idle"]
 
 
@@ -214,7 +224,7 @@ def test_a_record_made_again_is_still_judged_on_what_it_holds():
     # ATen's kernels directly in it: that record is judged (unattributed kernels) all the same.
     stub = {"name": "void at::native::vectorized_elementwise_kernel<4>(int)", "device_ms": 1.0, "op": ""}
     verifier = _Verifier([[stub], [KERNEL]])
-    with pytest.raises(_Stop):
+    with pytest.raises(RunStopped):
         verifier._run_candidate(1, "none", {"ops": True, "kernels": True})
     assert verifier.calls == 1 and verifier.verdict.status == "forbidden"
     assert "unattributed_kernels" in verifier.verdict.error
@@ -235,7 +245,7 @@ def test_a_record_holding_the_solutions_kernel_is_taken_at_once():
 def test_a_solution_without_kernels_of_its_own_is_not_recorded_again():
     gemm = {"name": "sm90_xmma_gemm_f32f32", "device_ms": 1.0, "op": ""}
     verifier = _Verifier([[gemm], [gemm]])
-    verifier.solution = _solution(**{"kernels__gemm.cpp": "cublasSgemm(h);", "model_new.py": ""})
+    verifier.run.solution = _solution(**{"kernels__gemm.cpp": "cublasSgemm(h);", "model_new.py": ""})
     verifier._run_candidate(1, "none", {"ops": True, "kernels": True})
     assert verifier.calls == 1
 
@@ -270,7 +280,7 @@ def test_a_forward_that_runs_no_kernel_keeps_its_empty_record():
 
 def test_a_profiler_that_fails_every_time_refuses_the_solution():
     verifier = _Verifier([None] * PROFILE_ATTEMPTS)
-    with pytest.raises(_Stop):
+    with pytest.raises(RunStopped):
         verifier._run_candidate(1, "none", {"ops": True, "kernels": True})
     assert verifier.verdict.status == "runtime_error" and "profiler failed" in verifier.verdict.error
 
@@ -280,7 +290,7 @@ def test_calls_without_a_kernel_record_are_made_once():
     verifier._run_candidate(1, "none", {"ops": True, "kernels": False})
     assert verifier.calls == 1 and verifier.verdict.notes == []
     unrecorded = _Verifier([[]])
-    del unrecorded.replies[0]["evidence"]["kernels"]  # a worker that took no record
+    del unrecorded.workers.replies[0]["evidence"]["kernels"]  # a worker that took no record
     unrecorded._run_candidate(1, "none", {"ops": True, "kernels": True})
     assert unrecorded.calls == 1
 

@@ -138,7 +138,7 @@ def kernel(tmp_path, monkeypatch) -> Path:
 def watched_worker(tmp_path: Path, kernel: Path):
     """A real worker, waiting for its first command, under a cap far above what it holds, so
     that the memory watcher measures it; started once the kernel's counter is in place."""
-    spec = WorkerSpec(role="candidate", run_dir=tmp_path / "run", policy=SandboxPolicy(isolate_network=False),
+    spec = WorkerSpec(name="candidate", run_dir=tmp_path / "run", policy=SandboxPolicy(isolate_network=False),
                       env={"OMP_NUM_THREADS": "1"}, memory_limit_bytes=64 * GIB)
     worker = WorkerProcess(spec)
     deadline = time.monotonic() + 30

@@ -81,7 +81,7 @@ def test_a_worker_that_cannot_run_its_interpreter_fails_with_advice(tmp_path: Pa
     # why the judge checks the install is reachable (Judge.unreachable_for_candidates) either way.
     run = tmp_path / "run"
     run.mkdir()
-    spec = WorkerSpec(role="candidate", run_dir=run, policy=SandboxPolicy(isolate_network=False,
+    spec = WorkerSpec(name="candidate", run_dir=run, policy=SandboxPolicy(isolate_network=False,
                                                                           run_as=unprivileged_ids()),
                       env={}, python=str(private_python), fork=False)
     with pytest.raises(WorkerError) as info:

@@ -17,7 +17,7 @@ LIMIT = 512 * 1024**2
 @pytest.fixture
 def idle_worker(tmp_path: Path):
     """A real worker process, waiting for its first command, with no memory watcher running."""
-    spec = WorkerSpec(role="candidate", run_dir=tmp_path, policy=SandboxPolicy(isolate_network=False),
+    spec = WorkerSpec(name="candidate", run_dir=tmp_path, policy=SandboxPolicy(isolate_network=False),
                       env={}, memory_limit_bytes=None)
     worker = WorkerProcess(spec)
     yield worker

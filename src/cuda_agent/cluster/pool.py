@@ -30,6 +30,7 @@ from ..judge import fork_server
 from ..judge.config import JudgeConfig
 from ..judge.pools import stops_overdue_runs
 from ..judge.reference import ReferenceReport
+from ..judge.sandbox import ProcessKind
 from ..judge.verdict import Verdict
 from ..solution import Solution
 from ..task import Task
@@ -73,7 +74,7 @@ def _start_judge(config: JudgeConfig, processes: int, messages: Any = None) -> N
     _messages = messages
     if config.fork_workers:
         # This process will start workers: its fork server imports torch meanwhile.
-        fork_server.start_soon(_judge.python, _judge.worker_env("reference"))
+        fork_server.start_soon(_judge.python, _judge.worker_env(ProcessKind.REFERENCE))
 
 
 def _warm() -> None:
@@ -87,7 +88,7 @@ def _warm() -> None:
         pass
     _judge.op_counter()  # never raises: a counter that does not build is said in each verdict
     if _judge.config.fork_workers:
-        fork_server.server_for(_judge.python, _judge.worker_env("reference"))
+        fork_server.server_for(_judge.python, _judge.worker_env(ProcessKind.REFERENCE))
 
 
 def _exit_on_term(*_: Any) -> None:

@@ -37,7 +37,8 @@ from typing import Callable
 from ..solution import Solution
 from ..task import Task
 from . import fork_server
-from .run_support import _Stop
+from .sandbox import ProcessKind
+from .run_support import RunStopped
 from .run_verify import HELD
 from .verdict import Verdict
 
@@ -53,13 +54,13 @@ def judge_group(judge, task: Task, solutions: list[Solution], stage: str) -> lis
     if not solutions:
         return []
     if stage != "compile" and judge.config.fork_workers:
-        fork_server.start_soon(judge.python, judge.worker_env("reference"))
+        fork_server.start_soon(judge.python, judge.worker_env(ProcessKind.REFERENCE))
     modules: dict[int, Path | None] = {}
 
     def build(k: int) -> None:
         try:
             modules[k] = judge.compile_stage(task, solutions[k], verdicts[k])
-        except _Stop:
+        except RunStopped:
             pass
         except Exception as exc:  # fail closed, as evaluate does
             _unexplained(verdicts[k], exc)
@@ -100,9 +101,9 @@ class _GroupRun:
             reference = stack.enter_context(_Run(judge, self.task, None, None, scratch))
             runs = {k: stack.enter_context(_Run(judge, self.task, s, m, v)) for k, (s, m, v) in self.members.items()}
             for run in (reference, *runs.values()):
-                run.judges_sharing = judge.config.judges_at_once * len(runs)  # each candidate a judge's share
+                run.state.judges_sharing = judge.config.judges_at_once * len(runs)  # each candidate a judge's share
             for k, run in runs.items():
-                run.buffer = str(k)  # its own exchange buffer in the reference, for its checks and rechecks
+                run.state.buffer = str(k)  # its own exchange buffer in the reference, for its checks and rechecks
             live = self._start(reference, runs)
             if live:
                 live = self._verify(reference, runs, live, last=stage == "verify")
@@ -123,11 +124,11 @@ class _GroupRun:
             try:
                 step(k, runs[k])
                 return True
-            except _Stop:
+            except RunStopped:
                 ended = True
                 return False
             except Exception as exc:
-                _unexplained(runs[k].verdict, exc)
+                _unexplained(runs[k].state.verdict, exc)
                 ended = True
                 return False
             finally:
@@ -144,21 +145,25 @@ class _GroupRun:
         """The group's reference and every candidate's process, all at once."""
         judge = self.judge
         judge.progress(f"starting the reference and {len(runs)} candidate processes")
+
+        def start_candidate(k: int, run) -> None:
+            (run.state.cand,) = run.workers.start((ProcessKind.CANDIDATE, "eager"))
+
         t0 = time.perf_counter()
         with ThreadPoolExecutor(1) as pool:
-            started = pool.submit(reference.start_workers, ("reference", "eager"))
-            live = self._each(runs, list(runs), lambda k, run: setattr(run, "cand", run.start_workers(("candidate", "eager"))[0]))
+            started = pool.submit(reference.workers.start, (ProcessKind.REFERENCE, "eager"))
+            live = self._each(runs, list(runs), start_candidate)
             try:
-                (reference.ref,) = started.result()
-            except _Stop:
+                (reference.state.ref,) = started.result()
+            except RunStopped:
                 self._reference_failed(reference, runs, live)
                 return []
         seconds = time.perf_counter() - t0
         for k in live:
-            run = runs[k]
-            run.ref, run.device_info = reference.ref, reference.device_info
-            run.verdict.device = reference.device_info
-            run.verdict.isolation["reference-eager"] = reference.verdict.isolation.get("reference-eager")
+            run, shared = runs[k].state, reference.state
+            run.ref, run.device_info = shared.ref, shared.device_info
+            run.verdict.device = shared.device_info
+            run.verdict.isolation["reference-eager"] = shared.verdict.isolation.get("reference-eager")
             run.verdict.seconds["start"] = seconds
         return live
 
@@ -167,50 +172,50 @@ class _GroupRun:
         correct. A candidate is checked on every check, as alone, whatever it failed before."""
         judge, cfg = self.judge, self.judge.config
         t0 = time.perf_counter()
-        audit = reference.new_audit()
+        audit = reference.checks.new_audit()
         with judge.beside_timing():
             for i in range(cfg.num_checks):
                 judge.progress(f"check {i + 1}/{cfg.num_checks} of {len(live)} candidate(s)")
                 try:
-                    draw = reference.draw_check(i, buffers=[str(k) for k in live])
-                except _Stop:
+                    draw = reference.checks.draw_check(i, buffers=[str(k) for k in live])
+                except RunStopped:
                     self._reference_failed(reference, runs, live)
                     return []
-                live = self._each(runs, live, lambda k, run: run.check_candidate(draw))
+                live = self._each(runs, live, lambda k, run: run.checks.check_candidate(draw))
                 draw.add_to(audit)
-                if reference._hold():
+                if reference.checks.hold():
                     try:
-                        reference._call(reference.ref, "release", cfg.call_timeout_s, {"hold": HELD})
-                    except _Stop:
+                        reference.workers.call(reference.state.ref, "release", cfg.call_timeout_s, {"hold": HELD})
+                    except RunStopped:
                         self._reference_failed(reference, runs, live)
                         return []
                 if not live:
                     return []
         seconds = time.perf_counter() - t0
         for k in live:
-            runs[k].verdict.seconds["verify"] = seconds
-        return self._each(runs, live, lambda k, run: run.end_verify(audit), last=last)
+            runs[k].state.verdict.seconds["verify"] = seconds
+        return self._each(runs, live, lambda k, run: run.checks.end_verify(audit), last=last)
 
     def _profile(self, reference, runs: dict, correct: list[int]) -> None:
         """Each correct candidate profiled in turn, beside the group's reference (cuda) or one of
         its own (cpu)."""
         shared = self.judge.backend == "cuda"
         if not shared:
-            reference.ref.close()
+            reference.state.ref.close()
 
         def profile(k: int, run) -> None:
             if not shared:
-                (run.ref,) = run.start_workers(("reference", "eager"))
-            run.profile()
+                (run.state.ref,) = run.workers.start((ProcessKind.REFERENCE, "eager"))
+            run.timing.profile()
 
         self._each(runs, correct, profile, at_once=1, last=True)
 
     def _reference_failed(self, reference, runs: dict, live: list[int]) -> None:
         """The group's reference failed: so has every candidate's run that was still going, for
         the task's reason."""
-        failed = reference.verdict
+        failed = reference.state.verdict
         for k in live:
-            verdict = runs[k].verdict
+            verdict = runs[k].state.verdict
             for name in REFERENCE_FAILURE_FIELDS:
                 setattr(verdict, name, getattr(failed, name))
             verdict.notes.extend(n for n in failed.notes if n not in verdict.notes)

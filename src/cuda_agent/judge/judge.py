@@ -28,14 +28,12 @@ from __future__ import annotations
 import os
 import random
 import resource
-import shutil
 import sys
-import tempfile
 import threading
 import time
-from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from filelock import FileLock
 
@@ -53,13 +51,13 @@ from .op_counter import OpCounterUnavailable
 from .op_counter import build as build_op_counter
 from .reference import ReferenceReport
 from .reward import continuous_reward, milestone_reward
-from .sandbox import CompileSandbox, unreachable_for_others
+from .sandbox import CompileSandbox, ProcessKind, unreachable_for_others
 from .seccomp import SeccompUnavailable, compiled_filter
-from .timing import for_backend
 from .toolchain import Toolchain, detect_toolchain, find_cuda_home
 from .verdict import Verdict, compile_speedup_withheld, render_feedback, speedup_withheld
-from .worker_process import PACKAGE_PARENT, WorkerProcess
-from .run_support import _Stop, _fail, _median, _shared_runs_dir, _smt_siblings, STAGES, Progress
+from .worker_process import PACKAGE_PARENT
+from .run_support import RunStopped, fail, median_ms, shared_runs_dir, smt_siblings, STAGES, Progress
+from .run_state import RunState
 from .run_timing import RunTiming
 from .run_verify import RunVerification
 from .run_workers import RunWorkers
@@ -105,11 +103,11 @@ class Judge:
                           backend=self.backend)
         try:
             with _Run(self, task, None, None, scratch) as run:
-                run.check_reference(report)
-        except _Stop:
+                run.timing.check_reference(report)
+        except RunStopped:
             report.ok, report.error = False, scratch.error
         # every worker has ended here, each with its high-water mark read before it did
-        report.worker_peak_bytes = max((w.peak_rss_bytes for w in run.workers), default=0) or None
+        report.worker_peak_bytes = max((w.peak_rss_bytes for w in run.state.processes), default=0) or None
         report.judge_peak_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         report.device = scratch.device
         report.seconds = time.perf_counter() - started
@@ -130,7 +128,7 @@ class Judge:
                 capability = torch.cuda.get_device_capability(self.config.device_index)
             toolchain: Toolchain = detect_toolchain(self.backend, capability, self.config.fast_math)
             program, note = self.syscall_filter()
-            sandbox = CompileSandbox(hidden=(self.cache_dir, _shared_runs_dir(), *self.hidden_paths()),
+            sandbox = CompileSandbox(hidden=(self.cache_dir, shared_runs_dir(), *self.hidden_paths()),
                                      confine_filesystem=self.config.confine_filesystem,
                                      isolate_network=self.config.isolate_network,
                                      seccomp_program=program, seccomp_note=note)
@@ -169,15 +167,15 @@ class Judge:
         started = time.perf_counter()
         if stage != "compile" and self.config.fork_workers:
             # The workers' fork server imports torch while the solution is checked and built.
-            fork_server.start_soon(self.python, self.worker_env("reference"))
+            fork_server.start_soon(self.python, self.worker_env(ProcessKind.REFERENCE))
         try:
             module = self.compile_stage(task, solution, verdict)
             if stage != "compile":
                 with _Run(self, task, solution, module, verdict) as run:
-                    run.verify()
+                    run.checks.verify()
                     if stage == "profile":
-                        run.profile()
-        except _Stop:
+                        run.timing.profile()
+        except RunStopped:
             pass
         except Exception as exc:  # fail closed: whatever the candidate's files or replies set off, a verdict
             _unexplained(verdict, exc)
@@ -218,7 +216,7 @@ class Judge:
         # A time the judge does not believe (timing.stability_problem) earns no speed milestone, and
         # neither does speed bought with precision the task did not offer, or precision not measured:
         # nor does it show as a speedup anywhere (the measured ratios stay, as diagnostics).
-        if verdict.correct and _median(verdict, "candidate") is not None:
+        if verdict.correct and median_ms(verdict, "candidate") is not None:
             verdict.speedup_withheld = speedup_withheld(verdict)
             if not verdict.speedup_withheld:
                 verdict.compile_speedup_withheld = compile_speedup_withheld(verdict)
@@ -229,9 +227,9 @@ class Judge:
         elif verdict.compile_speedup_withheld:
             verdict.timing_integrity["unpaid_speedups"] = {"compile": verdict.speedup_vs_compile}
             verdict.speedup_vs_compile = None
-        candidate = _median(verdict, "candidate") if not verdict.speedup_withheld else None
-        compile_ms = None if verdict.compile_speedup_withheld else _median(verdict, "compile")
-        verdict.reward = milestone_reward(verdict.correct, candidate, _median(verdict, "eager"), compile_ms, cfg.margin)
+        candidate = median_ms(verdict, "candidate") if not verdict.speedup_withheld else None
+        compile_ms = None if verdict.compile_speedup_withheld else median_ms(verdict, "compile")
+        verdict.reward = milestone_reward(verdict.correct, candidate, median_ms(verdict, "eager"), compile_ms, cfg.margin)
         verdict.reward_continuous = continuous_reward(verdict.correct, candidate, compile_ms)
         if stage == "compile" and verdict.status == "ok":
             verdict.feedback = "compiled successfully (not yet verified)" if solution.layout == "workspace" else \
@@ -245,7 +243,7 @@ class Judge:
         try:
             validate_solution(solution, task, self.backend)
         except SolutionFormatError as exc:
-            _fail(verdict, "compile_error", str(exc))
+            fail(verdict, "compile_error", str(exc))
         if self.config.static_checks:
             from .static_checks import scan_solution
 
@@ -255,7 +253,7 @@ class Judge:
             if violations:
                 verdict.violations.extend(violations)
                 rules = sorted({v.rule for v in violations})
-                _fail(verdict, "forbidden", f"{len(violations)} violation(s) of the judge's rules: "
+                fail(verdict, "forbidden", f"{len(violations)} violation(s) of the judge's rules: "
                       + ", ".join(rules))
         if solution.layout != "workspace":
             # a single-file solution's load_inline is built when model_new.py is imported, at verify
@@ -272,11 +270,11 @@ class Judge:
                          "toolchain": self.builder.toolchain.identity, "arch": self.builder.toolchain.arch}
         if not result.ok:
             verdict.details = result.log
-            _fail(verdict, "compile_error", result.errors)
+            fail(verdict, "compile_error", result.errors)
         if self.config.runtime_checks and (refused := linked_symbols.refusal(result.module_path, self.backend)):
             status, error, found = refused
             verdict.violations.extend(found)
-            _fail(verdict, status, error, fault="candidate" if found else "judge")
+            fail(verdict, status, error, fault="candidate" if found else "judge")
         return result.module_path
 
     def unreachable_for_candidates(self) -> list[str]:
@@ -298,9 +296,10 @@ class Judge:
         """Places beside the judge's cache that candidates and their compiles may not read."""
         return [Path(p) for p in self.config.hidden_paths]
 
-    def worker_env(self, role: str) -> dict[str, str]:
-        """What a worker of ``role`` ("reference" or "candidate") adds to the sandbox's
-        environment: the same for every run of this judge, so its fork server can start early."""
+    def worker_env(self, step: ProcessKind) -> dict[str, str]:
+        """What a worker of kind ``step`` (``ProcessKind.REFERENCE`` or ``ProcessKind.CANDIDATE``) adds to the
+        sandbox's environment: the same for every run of this judge, so its fork server can start
+        early."""
         env: dict[str, str] = {}
         if self.backend == "cuda":
             env["CUDA_VISIBLE_DEVICES"] = self.visible_device()
@@ -309,7 +308,7 @@ class Judge:
                 env["PATH"] = f"{cuda_home / 'bin'}:" + os.environ.get("PATH", "/usr/bin:/bin")
         if threads := self.cpu_threads:
             env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
-        if role != "candidate":
+        if step.trusted:
             # Trusted reference processes share torch.compile's caches across runs.
             env[INDUCTOR_CACHE_VARIABLE] = str(self.cache_dir / "inductor")  # the fork server's probe too
             env["TRITON_CACHE_DIR"] = str(self.cache_dir / "triton")
@@ -339,7 +338,7 @@ class Judge:
             return [], None
         end = len(cores) - self.device_slot() * want
         worker = cores[max(1, end - want):end] if end > want else cores[-want:]
-        busy = set(worker).union(*(_smt_siblings(c) for c in worker))
+        busy = set(worker).union(*(smt_siblings(c) for c in worker))
         judge = next((c for c in cores if c not in busy), None)
         return worker, judge
 
@@ -407,54 +406,20 @@ def _unexplained(verdict: Verdict, exc: Exception) -> None:
     verdict.timings["candidate"] = None
 
 
-class _Run(RunWorkers, RunVerification, RunTiming):
-    """The processes and state of one verify/profile run."""
+class _Run:
+    """One verify/profile run: its state (``run_state``) and the parts that work on it, each in a
+    file of its own: ``workers`` starts its processes and talks to them (``run_workers``),
+    ``checks`` verifies the candidate (``run_verify``), ``timing`` times it (``run_timing``)."""
 
     def __init__(self, judge: Judge, task: Task, solution: Solution | None, module: Path | None,
                  verdict: Verdict):
-        self.judge, self.task, self.solution, self.module, self.verdict = judge, task, solution, module, verdict
-        self.cfg = judge.config
-        # how many judges' workers share the machine's memory, for the workers' caps (a group's
-        # candidates count as judges of their own)
-        self.judges_sharing = self.cfg.judges_at_once
-        self.timing = for_backend(self.cfg.timing, judge.backend)  # every tolerance settled for this backend
-        self.rng = judge._rng
-        self.stack = ExitStack()
-        self.run_as, self.privileges = self._unprivileged_user()
-        # An unprivileged candidate must reach its run directory, which the judge's cache (often
-        # under a private home) may not allow: such runs live in the system's temporary directory.
-        runs = judge.cache_dir / "runs" if self.run_as is None else _shared_runs_dir()
-        runs.mkdir(exist_ok=True)
-        self.dir = Path(tempfile.mkdtemp(prefix="cuda-agent-run-", dir=runs))
-        os.chmod(self.dir, 0o700 if self.run_as is None else 0o711)
-        (self.dir / "task").mkdir(mode=0o755)
-        self.task_path = self.dir / "task" / "reference_task.py"
-        self.task_path.write_text(task.source)
-        self.solution_dir = self.dir / "solution"
-        if solution is not None:  # None: a run of the reference alone
-            solution.write_to(self.solution_dir)
-        if module is not None:  # a private copy: the candidate never needs the judge's cache
-            (self.dir / "extension").mkdir(mode=0o755)
-            self.module = self.dir / "extension" / module.name
-            shutil.copyfile(module, self.module)
-            os.chmod(self.module, 0o755)
-        self.device_info: dict[str, Any] = {}
-        self._lock = threading.Lock()
-        self.workers: list[WorkerProcess] = []  # every worker started, for their peak memory
-        self.arena_fd = -1  # the input arena's memfd, once made (cpu backend)
-        self.arena: dict[str, Any] | None = None  # how the candidate's timed inputs are staged, once asked
-        self.stager: WorkerProcess | None = None  # the trusted process that stages them
-        self.weight_seed: int | None = None
-        self.precision_errors: list[tuple[str, float, float]] = []  # (dtype, candidate's, reference's), per check
-        self.precision_unmeasured: str | None = None  # why a call's precision could not be measured
-        self.precision_unchecked: str | None = None  # why the task offers no yardstick for some outputs
-        self.inline_builds: list[dict[str, Any]] = []  # what the candidate's load_inline calls built
-        self.inline_failure: tuple[str, str] | None = None  # (status, why) of a load_inline not built
-        self.buffer: str | None = None  # in a group: the name of the reference's exchange buffer for this candidate
+        self.state = RunState(judge, task, solution, module, verdict)
+        self.workers = RunWorkers(self.state)
+        self.checks = RunVerification(self.state, self.workers)
+        self.timing = RunTiming(self.state, self.workers, self.checks)
 
     def __enter__(self) -> "_Run":
         return self
 
     def __exit__(self, *exc) -> None:
-        self.stack.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self.state.close()

@@ -9,7 +9,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NoReturn
 
 from ..device import cpu_list
 from .config import JudgeConfig
@@ -25,12 +25,12 @@ CHECK_TRANSFORMS = ("none", "none", "scale_up", "shift", "scale_down")
 Progress = Callable[[str], None]
 
 
-class _Stop(Exception):
+class RunStopped(Exception):
     """Ends a run early; the verdict already says why."""
 
 
 @contextmanager
-def _pinned_thread(core: int | None) -> Iterator[None]:
+def pinned_thread(core: int | None) -> Iterator[None]:
     """Run the calling thread (only) on ``core`` for the duration; no-op for None."""
     if core is None:
         yield
@@ -43,7 +43,7 @@ def _pinned_thread(core: int | None) -> Iterator[None]:
         os.sched_setaffinity(0, previous)
 
 
-def _smt_siblings(core: int) -> set[int]:
+def smt_siblings(core: int) -> set[int]:
     """Hardware threads sharing ``core``'s physical core (empty if the OS does not say)."""
     path = Path(f"/sys/devices/system/cpu/cpu{core}/topology/thread_siblings_list")
     try:
@@ -52,7 +52,7 @@ def _smt_siblings(core: int) -> set[int]:
         return set()
 
 
-def _shared_runs_dir() -> Path:
+def shared_runs_dir() -> Path:
     """Run directories that an unprivileged candidate can reach (it sees only its own)."""
     path = Path(tempfile.gettempdir()) / f"cuda-agent-runs-{os.geteuid()}"
     path.mkdir(mode=0o711, exist_ok=True)
@@ -60,11 +60,11 @@ def _shared_runs_dir() -> Path:
     return path
 
 
-def _add_seconds(verdict: Verdict, part: str, since: float) -> None:
+def add_seconds(verdict: Verdict, part: str, since: float) -> None:
     verdict.seconds[part] = verdict.seconds.get(part, 0.0) + time.perf_counter() - since
 
 
-def _add_call_seconds(verdict: Verdict, call: str, since: float) -> None:
+def add_call_seconds(verdict: Verdict, call: str, since: float) -> None:
     verdict.call_seconds[call] = verdict.call_seconds.get(call, 0.0) + time.perf_counter() - since
 
 
@@ -75,12 +75,12 @@ def foreign_processes(count: int) -> str | None:
     return None
 
 
-def _median(verdict: Verdict, which: str) -> float | None:
+def median_ms(verdict: Verdict, which: str) -> float | None:
     stats = verdict.timings.get(which)
     return stats.median_ms if stats else None
 
 
-def _fail(verdict: Verdict, status: str, error: str, details: str = "", fault: str = "candidate") -> None:
+def fail(verdict: Verdict, status: str, error: str, details: str = "", fault: str = "candidate") -> NoReturn:
     verdict.status = status
     verdict.correct = False
     verdict.error = error
@@ -89,7 +89,7 @@ def _fail(verdict: Verdict, status: str, error: str, details: str = "", fault: s
     if fault != "candidate":
         verdict.notes.append(f"this failure is the {fault}'s, not the candidate's")
     verdict.settings["fault"] = fault
-    raise _Stop
+    raise RunStopped
 
 
 def check_inputs(ref: dict, got: dict, index: int, cfg: JudgeConfig) -> CheckResult | None:
@@ -142,7 +142,7 @@ def _matches(value: Any, kind: Any) -> bool:
     return isinstance(value, kind)
 
 
-def _check_reply(reply: dict, expect: dict[str, Any], what: str) -> None:
+def check_reply(reply: dict, expect: dict[str, Any], what: str) -> None:
     """A worker's reply must carry every expected field with the expected type."""
     for key, kind in expect.items():
         kinds = kind if isinstance(kind, tuple) else (kind,)

@@ -11,7 +11,7 @@ from /proc by the judge) and recorded, because isolation that silently failed is
 ``CompileSandbox`` gives a solution's compilers the same confinement.
 
 Which process gets which sandbox is decided in one place, :func:`policy_for`, by the kind of
-process (:class:`Step`): the judge's candidate worker and trusted reference workers, a
+process (:class:`ProcessKind`): the judge's candidate worker and trusted reference workers, a
 solution's build, and the agent's shell commands.
 """
 
@@ -67,6 +67,19 @@ _PASSTHROUGH_PREFIXES = ("NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM_")
 UNPRIVILEGED_USER = "nobody"
 
 
+class ProcessKind(Enum):
+    """Every kind of process the judge or the agent starts, by what it runs."""
+
+    REFERENCE = "reference worker"  # the task's own model, the baselines: trusted
+    CANDIDATE = "candidate worker"  # the solution's code: untrusted
+    BUILD = "build"                 # compilers expanding the solution's sources: untrusted input
+    AGENT_SHELL = "agent shell"     # the model's commands in its workspace: untrusted
+
+    @property
+    def trusted(self) -> bool:
+        return self is ProcessKind.REFERENCE
+
+
 @dataclass(frozen=True)
 class SandboxPolicy:
     isolate_network: bool = True
@@ -89,27 +102,17 @@ class SandboxPolicy:
     # launcher), or "" (none).
     subreaper: str = ""
     seccomp_program: bytes | None = None  # a BPF filter (``seccomp``), installed last
+    # Whose process this is: what the judge may trust of it follows from this alone. A policy
+    # made without saying is a candidate's.
+    kind: ProcessKind = ProcessKind.CANDIDATE
 
 
-class Step(Enum):
-    """Every kind of process the judge or the agent starts, by what it runs."""
-
-    REFERENCE = "reference worker"  # the task's own model, the baselines: trusted
-    CANDIDATE = "candidate worker"  # the solution's code: untrusted
-    BUILD = "build"                 # compilers expanding the solution's sources: untrusted input
-    AGENT_SHELL = "agent shell"     # the model's commands in its workspace: untrusted
-
-    @property
-    def trusted(self) -> bool:
-        return self is Step.REFERENCE
-
-
-def policy_for(step: Step, *, backend: str | None = None, isolate_network: bool = True, landlock_fd: int = -1,
+def policy_for(kind: ProcessKind, *, backend: str | None = None, isolate_network: bool = True, landlock_fd: int = -1,
                seccomp_program: bytes | None = None, run_as: tuple[int, int] | None = None,
                drop_privileges: bool = True, pid_namespaces: bool | None = None) -> SandboxPolicy:
-    """The sandbox of one process of kind ``step``: the one place where trust is decided.
+    """The sandbox of one process of ``kind``: the one place where trust is decided.
 
-    | step | network | IPC ns | Landlock | privileges (as root) | processes | seccomp |
+    | kind | network | IPC ns | Landlock | privileges (as root) | processes | seccomp |
     |---|---|---|---|---|---|---|
     | reference worker | as configured | no | no | kept | - | no |
     | candidate worker | as configured | yes | given | ``run_as``, else capabilities dropped (unless switched off) | PID namespace (cpu, root), else a subreaper | given |
@@ -121,25 +124,25 @@ def policy_for(step: Step, *, backend: str | None = None, isolate_network: bool 
     worker makes itself the subreaper once the driver is up, and the agent's commands (whose
     scripts use the GPU) get no PID namespace. ``pid_namespaces``: whether this machine lets a
     child make one (None: whether the judge is root). ``landlock_fd`` and ``seccomp_program`` are
-    built by the caller for the step (its writable and hidden paths, its filter);
+    built by the caller for the kind (its writable and hidden paths, its filter);
     ``drop_privileges=False`` (the judge's switch) lets a candidate keep root's capabilities."""
-    if backend is None and step in (Step.CANDIDATE, Step.AGENT_SHELL):
-        raise ValueError(f"the {step.value}'s sandbox depends on the backend: pass backend='cpu' or 'cuda'")
+    if backend is None and kind in (ProcessKind.CANDIDATE, ProcessKind.AGENT_SHELL):
+        raise ValueError(f"the {kind.value}'s sandbox depends on the backend: pass backend='cpu' or 'cuda'")
     root = os.geteuid() == 0
     cuda = backend == "cuda"
     can_namespace = root if pid_namespaces is None else pid_namespaces
-    if step is Step.REFERENCE:
-        return SandboxPolicy(isolate_network=isolate_network)
-    if step is Step.CANDIDATE:
+    if kind is ProcessKind.REFERENCE:
+        return SandboxPolicy(isolate_network=isolate_network, kind=kind)
+    if kind is ProcessKind.CANDIDATE:
         return SandboxPolicy(isolate_network=isolate_network, isolate_ipc=True, landlock_fd=landlock_fd,
                              run_as=run_as, drop_capabilities=root and drop_privileges and run_as is None,
                              new_pid_namespace=can_namespace and not cuda,
-                             subreaper="worker" if cuda else "launcher", seccomp_program=seccomp_program)
-    if step is Step.BUILD:
+                             subreaper="worker" if cuda else "launcher", seccomp_program=seccomp_program, kind=kind)
+    if kind is ProcessKind.BUILD:
         return SandboxPolicy(isolate_network=isolate_network, isolate_ipc=True, landlock_fd=landlock_fd,
-                             drop_capabilities=root, seccomp_program=seccomp_program)
+                             drop_capabilities=root, seccomp_program=seccomp_program, kind=kind)
     return SandboxPolicy(isolate_network=True, isolate_ipc=True, landlock_fd=landlock_fd, drop_capabilities=root,
-                         new_pid_namespace=can_namespace and not cuda)
+                         new_pid_namespace=can_namespace and not cuda, kind=kind)
 
 
 @dataclass(frozen=True)
@@ -167,7 +170,7 @@ class CompileSandbox:
                 filesystem = ruleset.description
             except OSError as exc:
                 filesystem = f"not confined: {exc}"
-        policy = policy_for(Step.BUILD, isolate_network=self.isolate_network,
+        policy = policy_for(ProcessKind.BUILD, isolate_network=self.isolate_network,
                             landlock_fd=ruleset.fd if ruleset else -1, seccomp_program=self.seccomp_program)
         record = {"filesystem": filesystem, "syscalls": self.seccomp_note,
                   "privileges": "uid 0 without capabilities" if os.geteuid() == 0 else f"uid {os.geteuid()}"}

@@ -63,7 +63,8 @@ class Verdict:
     roofline: dict[str, Any] = field(default_factory=dict)   # against the device's peaks (roofline.py)
     seconds: dict[str, float] = field(default_factory=dict)
     # Where the stages' time went: seconds of each kind of exchange with a worker, in all, by
-    # "role.command" (the timed calls' own steps are not counted here).
+    # "worker.command", the worker as the verdict names it (``candidate.run``, ``reference-eager.init_model``;
+    # the timed calls' own steps are not counted here).
     call_seconds: dict[str, float] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)

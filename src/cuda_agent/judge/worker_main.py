@@ -367,7 +367,7 @@ def flush_lengths(setup: dict, cache_bytes: int) -> tuple[int, int]:
 
 class Worker:
     def __init__(self) -> None:
-        self.role = ""
+        self.trusted = False  # a reference process (the judge says so at setup), not the candidate's
         self.device = "cpu"
         self.task = None
         self.model_class = None
@@ -452,9 +452,9 @@ class Worker:
         from .sandbox import effective_capabilities, network_isolated, writable_outside
         from .seccomp import filters_installed
 
-        self.role = msg["role"]
+        self.trusted = msg["role"] == "reference"
         self.device = msg["device"]
-        if self.role == "reference" and self.device == "cpu":
+        if self.trusted and self.device == "cpu":
             # Not dumpable: a process of the same user cannot trace this one or read its memory
             # (expected outputs) through /proc. Not on cuda, whose driver must write this
             # process's /proc entries, which then belong to root.
@@ -505,7 +505,7 @@ class Worker:
             except (SeccompUnavailable, OSError) as exc:
                 late_rules = str(exc)
         task = _load_module("cuda_agent_task", Path(msg["task_path"]))
-        if self.role == "reference":
+        if self.trusted:
             self.model_class = task.Model
         else:
             # The candidate process gets the task's input functions, not its reference class.
@@ -642,7 +642,7 @@ class Worker:
 
         transform = msg.get("transform", "none")
         inputs = self.make_inputs(msg["input_seed"], transform)
-        if self.role == "reference" and msg.get("reseed") is not None:
+        if self.trusted and msg.get("reseed") is not None:
             # The determinism probe: the same inputs, but the random state forward starts from
             # differs, so a forward that draws random numbers shows it.
             seed_everything(int(msg["reseed"]))
@@ -661,7 +661,7 @@ class Worker:
                 finally:
                     counter.end()
 
-        key = msg.get("digest_key") if self.role == "reference" else None
+        key = msg.get("digest_key") if self.trusted else None
         before = input_digests(inputs, key) if key is not None else None
         recording.profiler_ready()  # its start would change the thread count of this call
         threads_before = recording.thread_count()
@@ -675,7 +675,7 @@ class Worker:
         if counter is not None:
             evidence["counted_ops"], evidence["counter_watching"] = counter.take(), counter.watching()
         _check_output_types(output)
-        if self.role == "reference" and transform != "none" and not _all_finite(output):
+        if self.trusted and transform != "none" and not _all_finite(output):
             transform = "none"
             inputs = self.make_inputs(msg["input_seed"])
             before = input_digests(inputs, key) if key is not None else None
@@ -690,21 +690,21 @@ class Worker:
             reply["inputs_before"] = before
             changed = [i for i, (b, a) in enumerate(zip(before, reply["inputs_after"])) if b != a]
             reply["inputs"] = {str(i): inputs[i] for i in changed}
-        if self.role == "candidate":
+        if not self.trusted:
             evidence["threads_before"] = threads_before
             evidence["threads_after"] = recording.thread_count()
             evidence["flags_before"] = self.flags_before
             evidence["flags_after"] = recording.numerics_flags()
             reply["evidence"] = evidence
-        if self.role == "reference" and msg.get("float64"):
+        if self.trusted and msg.get("float64"):
             reply["float64"] = self._float64_norms(msg["input_seed"], transform, output)
         if msg.get("audit"):
             reply["identity_passes"] = self._identity_passes(inputs, output, msg.get("tolerance", (1e-2, 1e-2)))
-        if self.role == "reference" and msg.get("hold"):
+        if self.trusted and msg.get("hold"):
             exchange = msg.get("exchange")
             self._hold(str(msg["hold"]), output, reply,
                        exchange if isinstance(exchange, (list, str)) else bool(exchange), bool(msg.get("copy")))
-        if self.role == "candidate" and msg.get("exchange"):
+        if not self.trusted and msg.get("exchange"):
             reply["output"] = self._share(output, msg["exchange"], reply)
         return reply
 

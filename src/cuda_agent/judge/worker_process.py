@@ -48,14 +48,20 @@ class WorkerError(Exception):
 
 @dataclass
 class WorkerSpec:
-    role: str                  # reference-eager | reference-compile | candidate
+    name: str                  # what the verdict and the messages call it: candidate, reference-eager, ...
     run_dir: Path              # private directory: HOME, TMPDIR and the log live here
-    policy: SandboxPolicy
+    policy: SandboxPolicy      # its sandbox, made for its kind (``sandbox.policy_for``): trust follows from that
     env: dict[str, str]
     memory_limit_bytes: int | None = None
     python: str = sys.executable  # the interpreter the worker runs
     fork: bool = True             # forked by the fork server (fork_server), else exec'd afresh
     arena_fd: int = -1            # the run's input arena (input_arena), shared with the worker
+    compiles: bool = False        # runs torch.compile (a trusted baseline): its compiler may start workers
+
+    @property
+    def trusted(self) -> bool:
+        """Whether it runs the task's own code (a reference) rather than a candidate's."""
+        return self.policy.kind.trusted
 
 
 def _signal_name(returncode: int) -> str:
@@ -80,14 +86,19 @@ def _group_rss_bytes(pgid: int) -> int:
     return total
 
 
+def home_of(run_dir: Path, name: str) -> Path:
+    """A worker's home (and its only writable place) in its run's directory."""
+    return run_dir / f"{name}-home"
+
+
 class WorkerProcess:
     def __init__(self, spec: WorkerSpec):
         self.spec = spec
-        self.home = spec.run_dir / f"{spec.role}-home"
+        self.home = home_of(spec.run_dir, spec.name)
         self.home.mkdir(parents=True, exist_ok=True)
         if spec.policy.run_as is not None:
             os.chown(self.home, *spec.policy.run_as)  # its only writable place
-        self.log_path = spec.run_dir / f"{spec.role}.log"
+        self.log_path = spec.run_dir / f"{spec.name}.log"
         self._oom = threading.Event()
         self._sent_kill = False  # the judge signalled a live worker: a SIGKILL is the judge's own
         self.peak_rss_bytes = 0  # the worker process's own high-water mark, read before it ends
@@ -136,7 +147,7 @@ class WorkerProcess:
             for fd in (to_child_w, from_child_r):
                 os.close(fd)
             who = f"as uid {self.spec.policy.run_as[0]}" if self.spec.policy.run_as else "in its sandbox"
-            raise WorkerError("runtime_error", f"could not start the {self.spec.role} process {who} with "
+            raise WorkerError("runtime_error", f"could not start the {self.spec.name} process {who} with "
                               f"{self.spec.python}: {exc}. If that user cannot reach the interpreter, let "
                               "other users read the Python installation or point the judge at one they "
                               "can (JudgeConfig(worker_python=...))") from None
@@ -147,7 +158,7 @@ class WorkerProcess:
         self._send_fd, self._recv_fd = to_child_w, from_child_r
         self.pid = (only_child(self.proc.pid) or self.proc.pid) if launcher else self.proc.pid  # the worker
         self.tree = ProcessTree(self.pid, self.token, own=(self.proc.pid,),
-                                watched=self.spec.role == "candidate",
+                                watched=not self.spec.trusted,
                                 subreaper={"launcher": self.proc.pid, "worker": self.pid}.get(self.spec.policy.subreaper))
         self.survivors: list[int] = []  # processes of the worker's that outlived the kill
         for fd in (self._send_fd, self._recv_fd):
@@ -160,7 +171,7 @@ class WorkerProcess:
         applied after the fork instead of before an exec."""
         request = ForkRequest(env=env, cwd=str(self.home), policy=self.spec.policy, launcher=launcher,
                               affinity=frozenset(os.sched_getaffinity(0)), package_parent=PACKAGE_PARENT,
-                              arena=self.spec.arena_fd >= 0, compiles=self.spec.role == "reference-compile")
+                              arena=self.spec.arena_fd >= 0, compiles=self.spec.compiles)
         if self.spec.policy.landlock_fd >= 0:
             fds = [*fds, self.spec.policy.landlock_fd]
         if self.spec.arena_fd >= 0:
@@ -221,7 +232,7 @@ class WorkerProcess:
 
     def _failure_reason(self, problem: str) -> str:
         """Why an exchange failed, once the worker is dead or has been killed."""
-        role = self.spec.role
+        name = self.spec.name
         if self._oom.is_set():
             return self._over_cap()
         try:
@@ -229,17 +240,17 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:
             self.kill()
             self.proc.wait()
-            return f"the {role} process broke the judge protocol ({problem}) and was killed"
+            return f"the {name} process broke the judge protocol ({problem}) and was killed"
         if self._oom.is_set():  # the watcher may have killed it while we waited
             return self._over_cap()
         if code == -signal.SIGKILL and not self._sent_kill:
             if memory.killed_for_memory(self._oom_kills, memory.oom_kills()):
                 return self._killed_by_kernel()
             held = f"; it held {memory.gib(self.rss_seen_bytes)} when last measured" if self.rss_seen_bytes else ""
-            return f"the {role} process was killed by SIGKILL, which the judge did not send{held}"
+            return f"the {name} process was killed by SIGKILL, which the judge did not send{held}"
         if code < 0:
-            return f"the {role} process was killed by {_signal_name(code)}"
-        return f"the {role} process exited with code {code} in the middle of an exchange"
+            return f"the {name} process was killed by {_signal_name(code)}"
+        return f"the {name} process exited with code {code} in the middle of an exchange"
 
     def _failure(self, problem: str) -> WorkerError:
         reason = self._failure_reason(problem)
@@ -250,9 +261,9 @@ class WorkerProcess:
         cap, held = self.spec.memory_limit_bytes or 0, max(self.rss_seen_bytes, self.peak_rss_bytes)
         self._memory = {"by": "judge", "limit_bytes": cap, "held_bytes": held}
         advice = ("use less memory (fewer or smaller buffers)"
-                  if self.spec.role == "candidate" else
+                  if not self.spec.trusted else
                   "the task needs more: raise the cap (JudgeConfig.memory_limit_bytes) or judge fewer at once")
-        return (f"out of memory: the {self.spec.role} process exceeded its memory limit of {memory.gib(cap)} and "
+        return (f"out of memory: the {self.spec.name} process exceeded its memory limit of {memory.gib(cap)} and "
                 f"was killed (it held {memory.gib(held)} when the judge measured it; the cap is "
                 f"JudgeConfig.memory_limit_bytes, by default the machine's memory shared among the workers of "
                 f"the judges running at once): {advice}")
@@ -269,7 +280,7 @@ class WorkerProcess:
                 else f"was ended by the kernel's out-of-memory killer when {of} ran out")
         cap = (f", below its own cap of {memory.gib(self.spec.memory_limit_bytes)}"
                if self.spec.memory_limit_bytes else "")
-        return (f"out of memory: the {self.spec.role} process {what} (SIGKILL){cap}: the machine as a whole ran "
+        return (f"out of memory: the {self.spec.name} process {what} (SIGKILL){cap}: the machine as a whole ran "
                 "out. Judge fewer at once, use smaller inputs, or set a lower cap per worker "
                 "(JudgeConfig.memory_limit_bytes) so that the judge stops a process before the machine runs out")
 
@@ -280,7 +291,7 @@ class WorkerProcess:
             protocol.send(self._send_fd, message, time.monotonic() + timeout_s)
         except protocol.ChannelTimeout:
             self.kill()
-            raise WorkerError("timeout", f"the {self.spec.role} process stopped reading its channel",
+            raise WorkerError("timeout", f"the {self.spec.name} process stopped reading its channel",
                               self.log_tail()) from None
         except (protocol.ProtocolError, OSError) as exc:
             raise self._failure(str(exc)) from None
@@ -318,7 +329,7 @@ class WorkerProcess:
         except protocol.ChannelTimeout:
             self.kill()
             raise WorkerError("timeout", f"`{what}` did not finish within {timeout_s:.0f} s; the "
-                              f"{self.spec.role} process was killed", self.log_tail()) from None
+                              f"{self.spec.name} process was killed", self.log_tail()) from None
         except (protocol.ProtocolError, OSError) as exc:
             raise self._failure(str(exc)) from None
         if not isinstance(reply.get("ok"), bool):

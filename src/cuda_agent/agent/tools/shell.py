@@ -28,7 +28,7 @@ from typing import Any
 
 from ...files import write_atomic
 from ...judge.landlock import LandlockError, build_ruleset
-from ...judge.sandbox import (SandboxPolicy, Step, make_preexec, own_namespace, policy_for, worker_environment,
+from ...judge.sandbox import (SandboxPolicy, ProcessKind, make_preexec, own_namespace, policy_for, worker_environment,
                               writable_devices)
 from ..text import CUT_NOTICE, cap_text
 from .base import Tool, ToolContext, ToolError, ToolOutput
@@ -117,7 +117,8 @@ async def namespaces() -> Namespaces:
     """Which namespaces a child can get here (probed once per process): unshare fails silently
     without CAP_SYS_ADMIN, so the child's own namespace links are compared with ours."""
     if "ok" not in _namespace_probe:
-        policy = SandboxPolicy(isolate_network=True, new_pid_namespace=True, drop_capabilities=os.geteuid() == 0)
+        policy = SandboxPolicy(isolate_network=True, new_pid_namespace=True, drop_capabilities=os.geteuid() == 0,
+                               kind=ProcessKind.AGENT_SHELL)
         found = Namespaces()
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -151,7 +152,7 @@ async def build_sandbox(ctx: ToolContext) -> _Sandbox:
             ruleset.close()
         raise
     cuda = getattr(ctx.judge, "backend", None) == "cuda"
-    policy = policy_for(Step.AGENT_SHELL, backend="cuda" if cuda else "cpu", landlock_fd=ruleset.fd if ruleset else -1,
+    policy = policy_for(ProcessKind.AGENT_SHELL, backend="cuda" if cuda else "cpu", landlock_fd=ruleset.fd if ruleset else -1,
                         pid_namespaces=spaces.pid)
     pid = policy.new_pid_namespace  # none on cuda: the CUDA driver, which the agent's scripts use, fails in one
     tcp_blocked = ruleset is not None and ruleset.abi >= 4
