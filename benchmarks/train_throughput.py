@@ -28,8 +28,8 @@ from rich.table import Table  # noqa: E402
 
 from cuda_agent.cluster import LocalJudgePool  # noqa: E402
 from cuda_agent.train.demo.run import DemoRun, DemoSettings, demo_judge_config  # noqa: E402
-from cuda_agent.train.reward import JudgeReward  # noqa: E402
 from cuda_agent.train.pools import local_judge_pool  # noqa: E402
+from cuda_agent.train.reward import JudgeReward  # noqa: E402
 from cuda_agent.train.trl_grpo import STEPS_FILE, GRPOSettings, TRLRewardFunc, read_steps, run_grpo  # noqa: E402
 
 
@@ -97,8 +97,8 @@ def measure(policy: Path, run: DemoRun, concurrency: int, steps: int, work: Path
         total = time.monotonic() - started
     rollouts = sum(len(x["scores"]) for x in read_steps(out / STEPS_FILE))
     step_s = sum(timer.seconds) or total
-    return {"concurrency": concurrency, "judge_gpus": judge_gpus or [0], "steps": steps, "rollouts": rollouts, "judge_calls": reward.judge_calls,
-            "seconds": total, "step_seconds": step_s, "judge_wait_s": timed.wait_s,
+    return {"concurrency": concurrency, "judge_gpus": judge_gpus or [0], "steps": steps, "rollouts": rollouts,
+            "judge_calls": reward.judge_calls, "seconds": total, "step_seconds": step_s, "judge_wait_s": timed.wait_s,
             "rollouts_per_min": 60 * rollouts / step_s, "judge_calls_per_min": 60 * reward.judge_calls / step_s,
             "judge_wait_share": timed.wait_s / step_s, "mean_judge_s": reward.judge_seconds / max(1, reward.judge_calls)}
 

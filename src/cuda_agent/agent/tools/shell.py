@@ -28,7 +28,7 @@ from typing import Any
 
 from ...files import write_atomic
 from ...judge.landlock import LandlockError, build_ruleset
-from ...judge.sandbox import (SandboxPolicy, ProcessKind, make_preexec, own_namespace, policy_for, worker_environment,
+from ...judge.sandbox import (ProcessKind, SandboxPolicy, make_preexec, own_namespace, policy_for, worker_environment,
                               writable_devices)
 from ..text import CUT_NOTICE, cap_text
 from .base import Tool, ToolContext, ToolError, ToolOutput
@@ -152,8 +152,8 @@ async def build_sandbox(ctx: ToolContext) -> _Sandbox:
             ruleset.close()
         raise
     cuda = getattr(ctx.judge, "backend", None) == "cuda"
-    policy = policy_for(ProcessKind.AGENT_SHELL, backend="cuda" if cuda else "cpu", landlock_fd=ruleset.fd if ruleset else -1,
-                        pid_namespaces=spaces.pid)
+    policy = policy_for(ProcessKind.AGENT_SHELL, backend="cuda" if cuda else "cpu",
+                        landlock_fd=ruleset.fd if ruleset else -1, pid_namespaces=spaces.pid)
     pid = policy.new_pid_namespace  # none on cuda: the CUDA driver, which the agent's scripts use, fails in one
     tcp_blocked = ruleset is not None and ruleset.abi >= 4
     if spaces.network:
