@@ -18,7 +18,7 @@ from cuda_agent.judge import protocol
 from cuda_agent.judge.correctness import compare_outputs
 from cuda_agent.judge.device_exchange import ALIGN, MalformedOutput, layout, place, rebuild
 from cuda_agent.judge.protocol import ProtocolError, SharedTensor
-from cuda_agent.judge.worker_main import Worker
+from cuda_agent.judge.worker_main import Checks, Timing, Worker
 
 
 def _roundtrip(value):
@@ -94,36 +94,38 @@ class _Buffer:
         self.tensor, self.nbytes = torch.zeros(nbytes, dtype=torch.uint8), nbytes
 
 
-def _reference_worker(expected, norms=None) -> Worker:
+def _reference_worker(expected, norms=None) -> Checks:
+    """A reference process's checks, holding ``expected`` beside its exchange buffer."""
     worker = Worker()
     worker.trusted = True
     slots, nbytes = layout(expected)
     worker.exchanges = [_Buffer(nbytes)]
     worker.buffers[""] = worker.exchanges[0]
-    worker.held["expected"], worker.held_norms["expected"] = expected, norms
-    return worker
+    checks = Checks(worker)
+    checks.held["expected"], checks.held_norms["expected"] = expected, norms
+    return checks
 
 
-def _compare(worker: Worker, description, **group) -> dict:
-    return worker.compare_exchanged({"output": description, "hold": "expected", "index": 2, "phase": "verify",
+def _compare(checks: Checks, description, **group) -> dict:
+    return checks.compare_exchanged({"output": description, "hold": "expected", "index": 2, "phase": "verify",
                                      "tolerance": {"atol": 1e-2, "rtol": 1e-2, "norm_rtol": None}, **group})
 
 
 def test_a_groups_candidates_are_compared_with_one_held_output_each_in_its_own_buffer():
     expected = torch.randn(1000, generator=torch.Generator().manual_seed(2))
-    worker = _reference_worker(expected)
+    reference = _reference_worker(expected)
     slots, nbytes = layout(expected)
-    worker.buffers = {"0": _Buffer(nbytes), "1": _Buffer(nbytes)}
-    honest = place(expected, worker.buffers["0"].tensor, slots)
-    wrong = place(-expected, worker.buffers["1"].tensor, slots)
-    assert not _compare(worker, wrong, buffer="1", keep=True)["check"]["passed"]
-    assert _compare(worker, honest, buffer="0", keep=True)["check"]["passed"]
+    reference.worker.buffers = {"0": _Buffer(nbytes), "1": _Buffer(nbytes)}
+    honest = place(expected, reference.worker.buffers["0"].tensor, slots)
+    wrong = place(-expected, reference.worker.buffers["1"].tensor, slots)
+    assert not _compare(reference, wrong, buffer="1", keep=True)["check"]["passed"]
+    assert _compare(reference, honest, buffer="0", keep=True)["check"]["passed"]
     # each description is read in its own candidate's buffer: the honest claim, named by the
     # other candidate, is not found in that one's
-    assert not _compare(worker, honest, buffer="1", keep=True)["check"]["passed"]
-    assert "expected" in worker.held  # kept for the group's others
-    worker.release({"hold": "expected"})
-    assert not worker.held and not worker.held_norms
+    assert not _compare(reference, honest, buffer="1", keep=True)["check"]["passed"]
+    assert "expected" in reference.held  # kept for the group's others
+    reference.release({"hold": "expected"})
+    assert not reference.held and not reference.held_norms
 
 
 def test_the_reference_process_compares_and_measures_precision_in_place():
@@ -131,31 +133,31 @@ def test_the_reference_process_compares_and_measures_precision_in_place():
     exact = expected.double() + 1e-9
     from cuda_agent.judge.correctness import float64_norms
 
-    worker = _reference_worker(expected, float64_norms(expected, exact))
+    reference = _reference_worker(expected, float64_norms(expected, exact))
     slots, _ = layout(expected)
     candidate = expected + 1e-3
-    reply = _compare(worker, place(candidate, worker.exchanges[0].tensor, slots))
+    reply = _compare(reference, place(candidate, reference.worker.exchanges[0].tensor, slots))
     assert reply["check"]["passed"] and reply["check"]["index"] == 2
     [(dtype, cand_error, ref_error)] = reply["precision_errors"]
     assert dtype == "float32"
     assert cand_error == pytest.approx(1e-3 * math.sqrt(1000) / float(exact.norm()), rel=1e-3)
-    assert not worker.held  # the held output is let go once compared
+    assert not reference.held  # the held output is let go once compared
 
-    worker = _reference_worker(expected)
-    reply = _compare(worker, place(-expected, worker.exchanges[0].tensor, slots))
+    reference = _reference_worker(expected)
+    reply = _compare(reference, place(-expected, reference.worker.exchanges[0].tensor, slots))
     assert not reply["check"]["passed"] and reply["precision_errors"] == []
 
 
 def test_a_candidate_cannot_pass_by_leaving_its_tensor_out_of_the_buffer():
     expected = torch.ones(64)
-    worker = _reference_worker(expected)
-    reply = _compare(worker, SharedTensor("float32", (64,), None))  # the right dtype and shape, no data
+    reference = _reference_worker(expected)
+    reply = _compare(reference, SharedTensor("float32", (64,), None))  # the right dtype and shape, no data
     assert not reply["check"]["passed"] and "left out of the exchange buffer" in reply["check"]["message"]
 
 
 def test_a_description_that_does_not_fit_fails_the_candidate_not_the_reference():
-    worker = _reference_worker(torch.ones(64))
-    reply = _compare(worker, SharedTensor("float32", (1 << 20,), 0))
+    reference = _reference_worker(torch.ones(64))
+    reply = _compare(reference, SharedTensor("float32", (1 << 20,), 0))
     assert not reply["check"]["passed"] and "malformed" in reply["check"]["message"]
 
 
@@ -164,14 +166,15 @@ def test_the_kept_outputs_of_timed_calls_go_through_the_buffer_one_at_a_time():
     slots, nbytes = layout(expected)
     candidate = Worker()
     candidate.trusted = False
-    candidate.kept = [expected * 0, expected.clone()]
+    timing = Timing(candidate)
+    timing.kept = [expected * 0, expected.clone()]
     buffer = torch.zeros(nbytes, dtype=torch.uint8)
 
     class Mapped:
         tensor = buffer
 
     candidate.mapped["h"] = Mapped()
-    reply = candidate.outputs({"indices": [1], "exchange": {"handle": "h", "slots": slots}})
+    reply = timing.outputs({"indices": [1], "exchange": {"handle": "h", "slots": slots}})
     (description,) = reply["outputs"]
     assert description == SharedTensor("float32", (16,), 0)
     assert torch.equal(buffer[:64].view(torch.float32), expected)
@@ -180,8 +183,8 @@ def test_the_kept_outputs_of_timed_calls_go_through_the_buffer_one_at_a_time():
 @pytest.mark.parametrize("description", [SharedTensor("float32", (1 << 62, 4), None),  # its size overflows
                                          SharedTensor("float32", (0, 1 << 70), 0)])     # no bytes, no int64 shape
 def test_a_shape_torch_cannot_hold_fails_the_candidate_not_the_reference(description):
-    worker = _reference_worker(torch.ones(64))
-    reply = _compare(worker, description)
+    reference = _reference_worker(torch.ones(64))
+    reply = _compare(reference, description)
     assert not reply["check"]["passed"] and "malformed" in reply["check"]["message"]
 
 
@@ -201,7 +204,7 @@ def test_values_rewritten_after_they_are_read_change_neither_the_check_nor_the_p
     reduced = expected.bfloat16().float()  # within the 1e-2 tolerance, far from float32 precision
 
     honest = _reference_worker(expected, norms)
-    honest_reply = _compare(honest, place(reduced, honest.exchanges[0].tensor, slots))
+    honest_reply = _compare(honest, place(reduced, honest.worker.exchanges[0].tensor, slots))
     assert honest_reply["check"]["passed"]
 
     chunks = correctness._wide_chunks
@@ -213,8 +216,8 @@ def test_values_rewritten_after_they_are_read_change_neither_the_check_nor_the_p
             a.reshape(-1)[start:start + a_chunk.numel()] = float("nan")  # the candidate writes again
 
     monkeypatch.setattr(correctness, "_wide_chunks", rewritten_after_reading)
-    worker = _reference_worker(expected, norms)
-    reply = _compare(worker, place(reduced, worker.exchanges[0].tensor, slots))
+    reference = _reference_worker(expected, norms)
+    reply = _compare(reference, place(reduced, reference.worker.exchanges[0].tensor, slots))
     assert reply["check"]["passed"]
     [(_, *errors)] = reply["precision_errors"]
     [(_, *honest_errors)] = honest_reply["precision_errors"]
@@ -235,7 +238,7 @@ def test_a_reference_output_in_host_memory_is_not_given_a_gpu_buffer():
     worker = Worker()
     worker.trusted = True
     reply = {"output": torch.ones(3)}
-    worker._hold("expected", torch.ones(3), reply, exchange=True)
+    Checks(worker)._hold("expected", torch.ones(3), reply, exchange=True)
     assert "host memory" in reply["exchange_error"] and "exchange" not in reply and not worker.exchanges
     assert torch.equal(reply["output"], torch.ones(3))  # it goes whole, and is compared on the host
 
@@ -246,10 +249,11 @@ def test_the_determinism_probe_holds_a_copy_of_the_first_output():
     worker = Worker()
     worker.trusted = True
     state = torch.zeros(4)
-    worker._hold("first", (state, [state]), {}, exchange=False, copy=True)
+    checks = Checks(worker)
+    checks._hold("first", (state, [state]), {}, exchange=False, copy=True)
     state += 1  # the model's next call
-    worker._hold("second", (state, [state]), {}, exchange=False)
-    reply = worker.compare_held({"candidate": "second", "reference": "first",
+    checks._hold("second", (state, [state]), {}, exchange=False)
+    reply = checks.compare_held({"candidate": "second", "reference": "first",
                                  "tolerance": {"atol": 1e-2, "rtol": 1e-2, "norm_rtol": None}})
     assert not reply["check"]["passed"]
 
@@ -276,8 +280,8 @@ def test_the_probes_copy_keeps_the_outputs_container_types():
 def test_outputs_the_channel_reshapes_compare_on_the_gpu_as_on_the_host(expected):
     """The candidate's description crosses the channel, which sends every tuple as a tuple and
     every dict key as a string: the same output from the candidate must still match."""
-    worker = _reference_worker(expected)
+    reference = _reference_worker(expected)
     slots, _ = layout(expected)
-    reply = _compare(worker, _roundtrip(place(expected, worker.exchanges[0].tensor, slots)))
+    reply = _compare(reference, _roundtrip(place(expected, reference.worker.exchanges[0].tensor, slots)))
     host = compare_outputs(_roundtrip(expected), _roundtrip(expected), 0, 1e-2, 1e-2)
     assert reply["check"]["passed"] and host.passed

@@ -142,7 +142,7 @@ def test_an_error_of_forward_under_the_profiler_is_raised_as_it_is(monkeypatch):
 def test_a_candidates_call_counts_its_threads_after_the_profilers_start(monkeypatch):
     # The worker's `run` itself waits: the start (two threads born 0.2 s in, as CUPTI's) falls
     # before the count, not inside forward, which would then seem to leave a thread running.
-    from cuda_agent.judge.worker_main import Worker, vary_inputs
+    from cuda_agent.judge.worker_main import Checks, Worker, vary_inputs
 
     def slow_start() -> None:
         time.sleep(0.2)
@@ -156,7 +156,7 @@ def test_a_candidates_call_counts_its_threads_after_the_profilers_start(monkeypa
     worker.task = SimpleNamespace(get_inputs=lambda: [torch.ones(4)])
     worker.model = lambda x: (time.sleep(0.4), x * 2)[1]
     warmup.start()
-    reply = worker.run({"input_seed": 1})
+    reply = Checks(worker).run({"input_seed": 1})
     found = reply["evidence"]
     assert found["threads_after"] <= found["threads_before"], found
     assert torch.equal(reply["output"], 2 * vary_inputs([torch.ones(4)], 1)[0])

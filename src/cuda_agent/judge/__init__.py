@@ -10,8 +10,10 @@ Where each part lives:
   fresh secret weights and inputs, the candidate's output against the reference's, what its
   process recorded), ``run_timing`` (how a time is taken: sessions beside the reference's
   calibration calls, the credibility checks, the physical floor, the baselines).
-* Inside a worker process: ``worker_main``; the processes and their confinement:
-  ``worker_process``, ``fork_server``, ``sandbox``, ``landlock``, ``seccomp``, ``process_tree``.
+* Inside a worker process: ``worker_main`` (``Worker``: its setup and its report of the sandbox;
+  ``Checks``: a check's side there; ``Timing``: a timing session's); the processes and their
+  confinement: ``worker_process``, ``fork_server``, ``sandbox``, ``landlock``, ``seccomp``,
+  ``process_tree``.
 * Timing: ``session`` (one timed session), ``timing`` (its statistics and what makes it
   credible), ``baselines`` (the eager and torch.compile cache), ``floor`` and ``roofline``.
 * What a candidate may not do: ``static_checks`` (its sources), ``recording`` and ``evidence``

@@ -126,7 +126,7 @@ def stage(inputs: list[Any], arena: torch.Tensor, slots: list[list[Any]]) -> Non
 
 def host_arena(fd: int, nbytes: int) -> tuple[torch.Tensor, Any]:
     """The cpu backend's arena: the memfd ``fd``, mapped shared, as a uint8 tensor (and the
-    mapping, which must outlive it). The stager sizes the file first (``Worker.arena``)."""
+    mapping, which must outlive it). The stager sizes the file first (``worker_main.Timing.arena``)."""
     import mmap
 
     mapping = mmap.mmap(fd, nbytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)

@@ -5,7 +5,10 @@ sees the other side's outputs: a reference worker computes expected outputs, a c
 computes the candidate's, and the judge compares them in its own process. A worker is started
 fresh for every judging run and killed afterwards; a crash or hang here costs only this process.
 
-Commands (``serve``'s table), by who is asked:
+Three objects serve the commands (``serve``'s table): ``Worker`` (the process's device, task and
+model, set up by ``setup``, which also reports what the sandbox left the process), ``Checks`` (a
+check's weights, its forward and its comparisons) and ``Timing`` (the input arena, the timing
+session, and what the physical floor needs). By who is asked:
 
 * every worker: ``setup`` (sandbox, device, the model's module), ``run`` (one forward on seeded
   inputs), ``time`` (a timing session, driven one call at a time), ``exit``;
@@ -366,37 +369,30 @@ def flush_lengths(setup: dict, cache_bytes: int) -> tuple[int, int]:
 
 
 class Worker:
+    """This process's side of a run: its device, the task's module and the model (a reference or
+    the candidate's), the channel, and the exchange buffers shared with another process. ``setup``
+    loads them and reports what the sandbox left this process (the judge's record of it);
+    ``Checks`` and ``Timing`` serve the other commands on it."""
+
     def __init__(self) -> None:
         self.trusted = False  # a reference process (the judge says so at setup), not the candidate's
         self.device = "cpu"
         self.task = None
         self.model_class = None
         self.model = None
-        self._model64: tuple[tuple[int, ...], Any] | None = None
         self.mode = "eager"
-        self.kept: list[Any] = []
-        self.held: dict[str, Any] = {}  # reference outputs kept on the device by name (``run``'s ``hold``)
-        self.held_norms: dict[str, Any] = {}  # and their float64 norms, for the precision check
         self.exchanges: list[Any] = []  # reference: every exchange buffer made, kept while it may be mapped
         self.buffers: dict[str, Any] = {}  # reference: the buffer in use for each candidate, by name
         self.mapped: dict[str, Any] = {}  # candidate: exchange buffers mapped, by handle
         self.hide: tuple[str, ...] = ()
         self.flags_before: dict[str, Any] = {}
-        self.source_files: dict[str, str] = {}
         self.counter: Any = None  # the op counter (candidates), installed before their import
         self._flush_buffer = None
         self._private_flush_len = 0  # the part of the flush buffer that covers the private caches
         self._persisting_l2: Callable[[], None] | None = None
-        self._cycles_per_ms: float | None = None
-        self._device_wait: Any = None  # device_wait.DeviceWait, made on the first timed call
-        self._last_inputs: list[Any] | None = None
         self.fd_in = self.fd_out = -1
         self.arena_fd = -1  # the cpu backend's input arena (a memfd from the judge), if given
-        # The input arena (input_arena): its uint8 tensor, the slots of the inputs in it, and
-        # what keeps its memory mapped (the stager writes into it; the timed workers' calls read it).
-        self._arena: tuple[Any, list[list[Any]], Any] | None = None
 
-    # -- helpers --------------------------------------------------------------------------
     def synchronize(self) -> None:
         import torch
 
@@ -444,7 +440,6 @@ class Worker:
             private = private_only and self._private_flush_len > 0  # not told their size: all of it
             (self._flush_buffer[:self._private_flush_len] if private else self._flush_buffer).amax()
 
-    # -- commands -------------------------------------------------------------------------
     def setup(self, msg: dict) -> dict:
         import torch
 
@@ -563,16 +558,62 @@ class Worker:
         except ImportError as exc:
             raise WorkerFailure(ERROR_COMPILE, f"the module load_inline built does not load: {exc}") from None
 
+    def exchange_buffer(self, name: str, nbytes: int) -> Any:
+        """Reference: the exchange buffer ``name``, of ``nbytes`` at least: the one made before,
+        or a new one where there was none or it is too small."""
+        from . import device_exchange
+
+        if name not in self.buffers or self.buffers[name].nbytes < nbytes:
+            # An older buffer stays allocated: the candidate may still have it mapped.
+            self.buffers[name] = device_exchange.ExchangeBuffer(nbytes)
+            self.exchanges.append(self.buffers[name])
+        return self.buffers[name]
+
+    def map_buffer(self, handle: str) -> Any:
+        """Candidate: the reference's exchange buffer ``handle``, mapped once."""
+        from . import device_exchange
+
+        if handle not in self.mapped:
+            self.mapped[handle] = device_exchange.MappedBuffer(handle)
+        return self.mapped[handle]
+
+    def share(self, output: Any, exchange: dict, reply: dict) -> Any:
+        """Candidate: copy ``output`` into the reference's exchange buffer and return its
+        description; where the buffer cannot be mapped, the output itself, to go whole, with the
+        reason in ``reply``."""
+        from . import device_exchange
+
+        try:
+            mapped = self.map_buffer(str(exchange["handle"]))
+        except device_exchange.ExchangeUnavailable as exc:
+            reply["exchange_error"] = str(exc)
+            return output
+        description = device_exchange.place(output, mapped.tensor, list(exchange["slots"]))
+        self.synchronize()  # the copies are complete before the reference reads them
+        return description
+
+
+class Checks:
+    """A check's commands: the weights drawn (reference) and loaded (candidate), one forward on
+    seeded inputs with its records, and the reference's held outputs compared on its device."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self._model64: tuple[tuple[int, ...], Any] | None = None
+        self.held: dict[str, Any] = {}  # reference outputs kept on the device by name (``run``'s ``hold``)
+        self.held_norms: dict[str, Any] = {}  # and their float64 norms, for the precision check
+        self._last_inputs: list[Any] | None = None
+
     def init_model(self, msg: dict) -> dict:
         """Reference: build Model with freshly drawn weights; return its state dict."""
         import torch
 
-        init = self.init_inputs(msg["weight_seed"])
+        init = self.worker.init_inputs(msg["weight_seed"])
         model = self._construct(init, msg["weight_seed"]).eval()
         if msg.get("perturb"):
             perturb_parameters(model, msg["weight_seed"])
         state = {k: v for k, v in model.state_dict().items()}
-        self.model = torch.compile(model) if self.mode == "compile" else model
+        self.worker.model = torch.compile(model) if self.worker.mode == "compile" else model
         self._model64 = None  # new weights: the float64 copy is made again when first needed
         if not msg.get("return_state", True):
             return {"state_dict": {}}
@@ -593,12 +634,12 @@ class Worker:
             return {"state_dict": state}
         slots, nbytes = device_exchange.layout(state)
         try:
-            buffers = {name: self._exchange_buffer(WEIGHTS_BUFFER + name, nbytes) for name in names}
+            buffers = {name: self.worker.exchange_buffer(WEIGHTS_BUFFER + name, nbytes) for name in names}
         except device_exchange.ExchangeUnavailable:
             return {"state_dict": state}
         offers = {name: {"handle": buffer.handle, "state_dict": device_exchange.place(state, buffer.tensor, slots)}
                   for name, buffer in buffers.items()}
-        self.synchronize()  # the copies are complete before a candidate reads them
+        self.worker.synchronize()  # the copies are complete before a candidate reads them
         return {"state_dict": {}, "weights": offers}
 
     def load_weights(self, msg: dict) -> dict:
@@ -608,11 +649,11 @@ class Worker:
             from . import device_exchange
 
             try:
-                mapped = self._map(str(offer["handle"]))
+                mapped = self.worker.map_buffer(str(offer["handle"]))
             except device_exchange.ExchangeUnavailable as exc:
                 return {"weights_error": str(exc)}  # the judge sends them whole instead
             state, _ = device_exchange.rebuild(offer["state_dict"], mapped.tensor)
-        init = self.init_inputs(msg["weight_seed"])
+        init = self.worker.init_inputs(msg["weight_seed"])
         model = self._construct(init, msg["weight_seed"])
         result = model.load_state_dict(state, strict=False)
         if result.missing_keys or result.unexpected_keys:
@@ -620,13 +661,13 @@ class Worker:
                 "ModelNew's parameters do not match Model's state_dict: "
                 f"missing {list(result.missing_keys)[:8]}, unexpected {list(result.unexpected_keys)[:8]}. "
                 "ModelNew must create the same parameters and buffers as Model."))
-        self.model = model.eval()
+        self.worker.model = model.eval()
         return {}
 
     def _construct(self, init: list[Any], seed: int) -> Any:
         """The model class built from ``init`` on the device (a GEMM's 67M-value init took most of
         a second a check on the host), or on the host and moved (``_made_on_device``)."""
-        return self._made_on_device(seed, lambda: self.model_class(*init)).to(self.device)
+        return self.worker._made_on_device(seed, lambda: self.worker.model_class(*init)).to(self.worker.device)
 
     def run(self, msg: dict) -> dict:
         """One forward on seeded inputs.
@@ -641,46 +682,46 @@ class Worker:
         from . import recording
 
         transform = msg.get("transform", "none")
-        inputs = self.make_inputs(msg["input_seed"], transform)
-        if self.trusted and msg.get("reseed") is not None:
+        inputs = self.worker.make_inputs(msg["input_seed"], transform)
+        if self.worker.trusted and msg.get("reseed") is not None:
             # The determinism probe: the same inputs, but the random state forward starts from
             # differs, so a forward that draws random numbers shows it.
             seed_everything(int(msg["reseed"]))
         record = msg.get("record") or {}
         evidence: dict[str, Any] = {}
 
-        counter = self.counter  # candidates only
+        counter = self.worker.counter  # candidates only
 
         def forward():
             with torch.no_grad():
                 if counter is None:
-                    return self.model(*inputs)
+                    return self.worker.model(*inputs)
                 counter.begin()  # around the model alone: not the profiler's or the harness's ops
                 try:
-                    return self.model(*inputs)
+                    return self.worker.model(*inputs)
                 finally:
                     counter.end()
 
-        key = msg.get("digest_key") if self.trusted else None
+        key = msg.get("digest_key") if self.worker.trusted else None
         before = input_digests(inputs, key) if key is not None else None
         recording.profiler_ready()  # its start would change the thread count of this call
         threads_before = recording.thread_count()
-        if record.get("kernels") and self.device == "cuda":
+        if record.get("kernels") and self.worker.device == "cuda":
             output, evidence["kernels"] = recording.record_kernels(forward)
         elif record.get("ops"):
             output, evidence["ops"] = recording.record_ops(forward)
         else:
             output = forward()
-        self.synchronize()
+        self.worker.synchronize()
         if counter is not None:
             evidence["counted_ops"], evidence["counter_watching"] = counter.take(), counter.watching()
         _check_output_types(output)
-        if self.trusted and transform != "none" and not _all_finite(output):
+        if self.worker.trusted and transform != "none" and not _all_finite(output):
             transform = "none"
-            inputs = self.make_inputs(msg["input_seed"])
+            inputs = self.worker.make_inputs(msg["input_seed"])
             before = input_digests(inputs, key) if key is not None else None
             output = forward()
-            self.synchronize()
+            self.worker.synchronize()
         reply: dict[str, Any] = {"output": output, "transform": transform, "aliases": output_aliases(inputs, output)}
         self._last_inputs = inputs
         if key is not None:
@@ -690,22 +731,22 @@ class Worker:
             reply["inputs_before"] = before
             changed = [i for i, (b, a) in enumerate(zip(before, reply["inputs_after"])) if b != a]
             reply["inputs"] = {str(i): inputs[i] for i in changed}
-        if not self.trusted:
+        if not self.worker.trusted:
             evidence["threads_before"] = threads_before
             evidence["threads_after"] = recording.thread_count()
-            evidence["flags_before"] = self.flags_before
+            evidence["flags_before"] = self.worker.flags_before
             evidence["flags_after"] = recording.numerics_flags()
             reply["evidence"] = evidence
-        if self.trusted and msg.get("float64"):
+        if self.worker.trusted and msg.get("float64"):
             reply["float64"] = self._float64_norms(msg["input_seed"], transform, output)
         if msg.get("audit"):
             reply["identity_passes"] = self._identity_passes(inputs, output, msg.get("tolerance", (1e-2, 1e-2)))
-        if self.trusted and msg.get("hold"):
+        if self.worker.trusted and msg.get("hold"):
             exchange = msg.get("exchange")
             self._hold(str(msg["hold"]), output, reply,
                        exchange if isinstance(exchange, (list, str)) else bool(exchange), bool(msg.get("copy")))
-        if not self.trusted and msg.get("exchange"):
-            reply["output"] = self._share(output, msg["exchange"], reply)
+        if not self.worker.trusted and msg.get("exchange"):
+            reply["output"] = self.worker.share(output, msg["exchange"], reply)
         return reply
 
     def _hold(self, name: str, output: Any, reply: dict, exchange: bool | str | list, copy: bool = False) -> None:
@@ -731,11 +772,11 @@ class Worker:
             names = [str(n) for n in exchange] if isinstance(exchange, list) else [exchange if isinstance(exchange, str) else ""]
             try:
                 for buffer in names:
-                    self._exchange_buffer(buffer, nbytes)
+                    self.worker.exchange_buffer(buffer, nbytes)
             except device_exchange.ExchangeUnavailable as exc:
                 reply["exchange_error"] = str(exc)
                 return
-            offers = {n: {"handle": self.buffers[n].handle, "slots": slots} for n in names}
+            offers = {n: {"handle": self.worker.buffers[n].handle, "slots": slots} for n in names}
             if isinstance(exchange, list):
                 reply["exchanges"] = offers
             else:
@@ -744,40 +785,6 @@ class Worker:
         self.held[name] = map_tensors(lambda t: t.detach().clone(), output) if copy else output
         self.held_norms[name] = reply.get("float64")
         reply["output"] = None
-
-    def _exchange_buffer(self, name: str, nbytes: int) -> Any:
-        """Reference: the exchange buffer ``name``, of ``nbytes`` at least: the one made before,
-        or a new one where there was none or it is too small."""
-        from . import device_exchange
-
-        if name not in self.buffers or self.buffers[name].nbytes < nbytes:
-            # An older buffer stays allocated: the candidate may still have it mapped.
-            self.buffers[name] = device_exchange.ExchangeBuffer(nbytes)
-            self.exchanges.append(self.buffers[name])
-        return self.buffers[name]
-
-    def _share(self, output: Any, exchange: dict, reply: dict) -> Any:
-        """Candidate: copy ``output`` into the reference's exchange buffer and return its
-        description; where the buffer cannot be mapped, the output itself, to go whole, with the
-        reason in ``reply``."""
-        from . import device_exchange
-
-        try:
-            mapped = self._map(str(exchange["handle"]))
-        except device_exchange.ExchangeUnavailable as exc:
-            reply["exchange_error"] = str(exc)
-            return output
-        description = device_exchange.place(output, mapped.tensor, list(exchange["slots"]))
-        self.synchronize()  # the copies are complete before the reference reads them
-        return description
-
-    def _map(self, handle: str) -> Any:
-        """Candidate: the reference's exchange buffer ``handle``, mapped once."""
-        from . import device_exchange
-
-        if handle not in self.mapped:
-            self.mapped[handle] = device_exchange.MappedBuffer(handle)
-        return self.mapped[handle]
 
     def compare_exchanged(self, msg: dict) -> dict:
         """Reference: the candidate's output, rebuilt from its description as views of the exchange
@@ -797,7 +804,8 @@ class Worker:
         if not msg.get("keep"):
             self.held_norms.pop(name, None)
         try:
-            candidate, complete = device_exchange.rebuild(msg["output"], self.buffers[str(msg.get("buffer", ""))].tensor)
+            buffer = self.worker.buffers[str(msg.get("buffer", ""))]
+            candidate, complete = device_exchange.rebuild(msg["output"], buffer.tensor)
         except device_exchange.MalformedOutput as exc:
             failed = CheckResult(index, False, message=f"the candidate's description of its output is malformed: {exc}",
                                  phase=phase)
@@ -862,7 +870,7 @@ class Worker:
                                          f"{str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''})"}
             self._model64 = None  # what this process holds for the check goes, then once more
             gc.collect()
-            if self.device == "cuda":
+            if self.worker.device == "cuda":
                 torch.cuda.empty_cache()
         return {"unmeasured": "the reference's float64 run ran out of memory"}
 
@@ -875,17 +883,17 @@ class Worker:
 
         # One float64 copy per state of the weights (a tensor's version counts its in-place
         # changes): the rechecks of timed calls reuse the last check's.
-        state = tuple(getattr(t, "_version", -1) for t in self.model.state_dict(keep_vars=True).values())
+        state = tuple(getattr(t, "_version", -1) for t in self.worker.model.state_dict(keep_vars=True).values())
         if self._model64 is None or self._model64[0] != state:
             self._model64 = None  # the old copy goes before the new one is made, not after
-            self._model64 = (state, copy.deepcopy(self.model).to(torch.float64))
+            self._model64 = (state, copy.deepcopy(self.worker.model).to(torch.float64))
         model = self._model64[1]
         narrow = (torch.float32, torch.float16, torch.bfloat16)
         inputs = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.dtype in narrow else x
-                  for x in self.make_inputs(seed, transform)]
+                  for x in self.worker.make_inputs(seed, transform)]
         with torch.no_grad():
             exact = model(*inputs)
-        self.synchronize()
+        self.worker.synchronize()
         return exact
 
     @staticmethod
@@ -903,19 +911,43 @@ class Worker:
         return any(not differs_at_a_glance(x, output, atol, rtol) and compare_outputs(x, output, 0, atol, rtol).passed
                    for x in inputs if isinstance(x, torch.Tensor) and x.shape == output.shape and x.dtype == output.dtype)
 
+    def inputs(self, msg: dict) -> dict:
+        """Keyed checksums of the last ``run``'s inputs as forward left them, and the values of
+        those the judge names. Asked of the candidate only after its outputs were sent, so that
+        nothing here delays the thread and output checks of the call itself."""
+        inputs = self._last_inputs or []
+        wanted = [int(i) for i in msg.get("return_inputs", []) if 0 <= int(i) < len(inputs)]
+        return {"inputs_after": input_digests(inputs, int(msg["digest_key"])),
+                "inputs": {str(i): inputs[i] for i in wanted}}
+
+
+class Timing:
+    """A timing session's commands: the input arena (stager), the session itself, the outputs
+    kept from its calls, and the workload and device peaks the physical floor needs."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.kept: list[Any] = []
+        self._cycles_per_ms: float | None = None
+        self._device_wait: Any = None  # device_wait.DeviceWait, made on the first timed call
+        # The input arena (input_arena): its uint8 tensor, the slots of the inputs in it, and
+        # what keeps its memory mapped (the stager writes into it; the timed workers' calls read it).
+        self._arena: tuple[Any, list[list[Any]], Any] | None = None
+
     def arena(self, msg: dict) -> dict:
         """Stager: lay the task's inputs out in an arena the timed workers map (input_arena),
         from two seeds' inputs, which must agree in structure; or say why they cannot be."""
         from . import input_arena
 
         try:
-            slots, nbytes = input_arena.layout(self.make_inputs(int(msg["seed"])), self.device)
-            if input_arena.layout(self.make_inputs(int(msg["check_seed"])), self.device) != (slots, nbytes):
+            slots, nbytes = input_arena.layout(self.worker.make_inputs(int(msg["seed"])), self.worker.device)
+            again = input_arena.layout(self.worker.make_inputs(int(msg["check_seed"])), self.worker.device)
+            if again != (slots, nbytes):
                 raise input_arena.Unstageable("the task's inputs differ in structure from one call to the next")
         except input_arena.Unstageable as exc:
             return {"staged": False, "why": str(exc)}
         handle = None
-        if self.device == "cuda":
+        if self.worker.device == "cuda":
             from .device_exchange import ExchangeBuffer, ExchangeUnavailable
 
             try:
@@ -924,11 +956,11 @@ class Worker:
                 return {"staged": False, "why": str(exc)}
             self._arena, handle = (buffer.tensor, slots, buffer), buffer.handle
         else:
-            if self.arena_fd < 0:
+            if self.worker.arena_fd < 0:
                 return {"staged": False, "why": "this process was given no arena"}
             try:
-                os.ftruncate(self.arena_fd, nbytes)
-                tensor, mapping = input_arena.host_arena(self.arena_fd, nbytes)
+                os.ftruncate(self.worker.arena_fd, nbytes)
+                tensor, mapping = input_arena.host_arena(self.worker.arena_fd, nbytes)
             except OSError as exc:  # only the judge and the candidate hold it besides this process
                 return {"staged": False, "tampered": f"the input arena could not be sized and mapped ({exc})"}
             self._arena = (tensor, slots, mapping)
@@ -940,9 +972,9 @@ class Worker:
         from . import input_arena
 
         arena, slots, _ = self._arena
-        input_arena.stage(self.make_inputs(int(msg["seed"])), arena, slots)
-        self.flush_cache()
-        self.synchronize()
+        input_arena.stage(self.worker.make_inputs(int(msg["seed"])), arena, slots)
+        self.worker.flush_cache()
+        self.worker.synchronize()
         return {}
 
     def _map_arena(self, arena: dict) -> None:
@@ -951,16 +983,16 @@ class Worker:
         each candidate's stager's arena in its turn)."""
         from . import input_arena
 
-        if self._arena is not None and (self.device != "cuda" or self._arena[2].handle == arena["handle"]):
+        if self._arena is not None and (self.worker.device != "cuda" or self._arena[2].handle == arena["handle"]):
             return
         nbytes = int(arena["nbytes"])
-        if self.device == "cuda":
+        if self.worker.device == "cuda":
             from .device_exchange import MappedBuffer
 
             mapped = MappedBuffer(arena["handle"])
             self._arena = (mapped.tensor[:nbytes], arena["slots"], mapped)
         else:
-            tensor, mapping = input_arena.host_arena(self.arena_fd, nbytes)
+            tensor, mapping = input_arena.host_arena(self.worker.arena_fd, nbytes)
             self._arena = (tensor, arena["slots"], mapping)
 
     def time(self, msg: dict) -> dict:
@@ -985,12 +1017,12 @@ class Worker:
         from . import input_arena, protocol, recording
         from .device_wait import RESIDENT_TIMEOUT_S
 
-        cuda = self.device == "cuda"
-        counter = self.counter
+        cuda = self.worker.device == "cuda"
+        counter = self.worker.counter
         waited, start, end = ((torch.cuda.Event(enable_timing=True) for _ in range(3)) if cuda
                               else (None, None, None))
         budget = int(torch.cuda.mem_get_info()[0] * KEEP_DEVICE_FRACTION) if cuda else KEEP_HOST_BYTES
-        kept = KeptOutputs(self.device, budget, int(msg.get("max_calls", 100)))
+        kept = KeptOutputs(self.worker.device, budget, int(msg.get("max_calls", 100)))
         if msg.get("arena"):
             self._map_arena(msg["arena"])
         keeping = bool(msg.get("keep", True))  # baselines keep nothing
@@ -1007,7 +1039,7 @@ class Worker:
             with torch.no_grad():
                 spin = SPIN_S
                 while True:
-                    step = protocol.receive(self.fd_in, max_bytes=1 << 20, spin_s=spin)
+                    step = protocol.receive(self.worker.fd_in, max_bytes=1 << 20, spin_s=spin)
                     # Poll for the next step right after this one, unless the judge says it
                     # comes later (interleaved sessions): then sleep and leave the core free.
                     linger = step.get("linger_s")
@@ -1018,16 +1050,16 @@ class Worker:
                             arena, slots, _ = self._arena
                             inputs = input_arena.views(arena, slots)
                         else:
-                            inputs = self.make_inputs(step["seed"])
-                        self.flush_cache(private_only=step.get("flush") == "private")
-                        self.synchronize()
+                            inputs = self.worker.make_inputs(step["seed"])
+                        self.worker.flush_cache(private_only=step.get("flush") == "private")
+                        self.worker.synchronize()
                         # Whether this call's output could still be kept: if not, the judge stops.
-                        protocol.send(self.fd_out, {"ok": True, "full": kept.full})
+                        protocol.send(self.worker.fd_out, {"ok": True, "full": kept.full})
                     elif kind == "flush":
                         # The shared cache, flushed here for whichever process is timed next.
-                        self.flush_cache()
-                        self.synchronize()
-                        protocol.send(self.fd_out, {"ok": True})
+                        self.worker.flush_cache()
+                        self.worker.synchronize()
+                        protocol.send(self.worker.fd_out, {"ok": True})
                     elif kind == "go":
                         cycles = self._window_cycles(float(step.get("window_ms") or 0.0)) if cuda else 0
                         threads_before = recording.thread_count()
@@ -1043,14 +1075,14 @@ class Worker:
                             if cycles and not self._device_wait.hold():
                                 raise WorkerFailure(ERROR_SETUP, "the judge's device-side wait did not start within "
                                                     f"{RESIDENT_TIMEOUT_S:.0f} s: the device is held by other work")
-                        output = self.model(*inputs)
+                        output = self.worker.model(*inputs)
                         returned = _clock_ns()
                         # The inputs are let go inside the measured call: finalizers and weakref
                         # callbacks the model hung on them run (and launch) here, where they count.
                         inputs = None
                         if cuda:
                             end.record()
-                        self.synchronize()
+                        self.worker.synchronize()
                         t1 = _clock_ns()
                         if counter is not None:
                             counter.end()
@@ -1064,7 +1096,7 @@ class Worker:
                                  "device_ms": start.elapsed_time(end) if cuda else None,
                                  "window_ms": waited.elapsed_time(start) if cuda else None,
                                  "threads": recording.thread_count() - threads_before}
-                        protocol.send(self.fd_out, reply)
+                        protocol.send(self.worker.fd_out, reply)
                         del output
                     elif kind == "stop":
                         break
@@ -1103,20 +1135,11 @@ class Worker:
             self._cycles_per_ms = probe / max(a.elapsed_time(b), 1e-3)
         return max(1, int(window_ms * self._cycles_per_ms))
 
-    def inputs(self, msg: dict) -> dict:
-        """Keyed checksums of the last ``run``'s inputs as forward left them, and the values of
-        those the judge names. Asked of the candidate only after its outputs were sent, so that
-        nothing here delays the thread and output checks of the call itself."""
-        inputs = self._last_inputs or []
-        wanted = [int(i) for i in msg.get("return_inputs", []) if 0 <= int(i) < len(inputs)]
-        return {"inputs_after": input_digests(inputs, int(msg["digest_key"])),
-                "inputs": {str(i): inputs[i] for i in wanted}}
-
     def outputs(self, msg: dict) -> dict:
         """Candidate: kept outputs of timed calls; with ``exchange``, one, into the exchange buffer."""
         reply: dict[str, Any] = {"outputs": [self.kept[i] for i in msg["indices"]]}
         if msg.get("exchange") and len(reply["outputs"]) == 1:
-            reply["outputs"] = [self._share(reply["outputs"][0], msg["exchange"], reply)]
+            reply["outputs"] = [self.worker.share(reply["outputs"][0], msg["exchange"], reply)]
         return reply
 
     def workload(self, msg: dict) -> dict:
@@ -1125,16 +1148,16 @@ class Worker:
 
         from .floor import count_workload
 
-        inputs = self.make_inputs(msg["input_seed"])
+        inputs = self.worker.make_inputs(msg["input_seed"])
         with torch.no_grad():
-            output = self.model(*inputs)
-        return count_workload(self.model, inputs, _tensors(output))
+            output = self.worker.model(*inputs)
+        return count_workload(self.worker.model, inputs, _tensors(output))
 
     def peaks(self, msg: dict) -> dict:
         """Reference: this device's memory bandwidth and matmul rate."""
         from .floor import measure_peaks
 
-        return measure_peaks(self.device).to_dict()
+        return measure_peaks(self.worker.device).to_dict()
 
 
 def _persisting_l2_reset() -> Callable[[], None] | None:
@@ -1183,12 +1206,14 @@ def serve(fd_in: int, fd_out: int, arena_fd: int = -1) -> None:
 
     worker = Worker()
     worker.fd_in, worker.fd_out, worker.arena_fd = fd_in, fd_out, arena_fd
+    checks, timing = Checks(worker), Timing(worker)
     handlers: dict[str, Callable[[dict], dict]] = {
-        "setup": worker.setup, "init_model": worker.init_model, "load_weights": worker.load_weights,
-        "run": worker.run, "time": worker.time, "outputs": worker.outputs, "inputs": worker.inputs,
-        "workload": worker.workload, "peaks": worker.peaks,
-        "compare_held": worker.compare_held, "compare_exchanged": worker.compare_exchanged,
-        "held_output": worker.held_output, "release": worker.release, "arena": worker.arena, "stage": worker.stage,
+        "setup": worker.setup,
+        "init_model": checks.init_model, "load_weights": checks.load_weights, "run": checks.run,
+        "inputs": checks.inputs, "compare_held": checks.compare_held, "compare_exchanged": checks.compare_exchanged,
+        "held_output": checks.held_output, "release": checks.release,
+        "arena": timing.arena, "stage": timing.stage, "time": timing.time, "outputs": timing.outputs,
+        "workload": timing.workload, "peaks": timing.peaks,
     }
     while True:
         try:
