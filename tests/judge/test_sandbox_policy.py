@@ -1,5 +1,5 @@
 """One place decides each process's sandbox (sandbox.policy_for): the trusted reference worker
-keeps its privileges, and every untrusted step (candidate worker, build, agent shell) is
+keeps its privileges, and every untrusted kind (candidate worker, build, agent shell) is
 confined, with the CUDA backend's exceptions for the driver."""
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ def test_only_the_reference_is_trusted_and_it_alone_keeps_its_privileges(uid, ba
     reference = policy_for(ProcessKind.REFERENCE, backend=backend)
     assert not (reference.isolate_ipc or reference.drop_capabilities or reference.new_pid_namespace)
     assert reference.landlock_fd == -1 and reference.seccomp_program is None
-    for step in UNTRUSTED:
-        policy = policy_for(step, backend=backend, landlock_fd=7, seccomp_program=b"filter")
+    for kind in UNTRUSTED:
+        policy = policy_for(kind, backend=backend, landlock_fd=7, seccomp_program=b"filter")
         assert policy.isolate_ipc and policy.landlock_fd == 7
-        assert policy.drop_capabilities == (uid == 0), step  # root keeps no capability
+        assert policy.drop_capabilities == (uid == 0), kind  # root keeps no capability
         assert policy.run_as is None
     assert policy_for(ProcessKind.AGENT_SHELL, backend=backend, isolate_network=False).isolate_network  # never opened
 
@@ -52,10 +52,10 @@ def test_on_cuda_no_pid_namespace_and_the_candidates_worker_is_the_subreaper(uid
     assert not policy_for(ProcessKind.BUILD).new_pid_namespace and policy_for(ProcessKind.BUILD).subreaper == ""
 
 
-def test_steps_whose_sandbox_depends_on_the_backend_need_it():
-    for step in (ProcessKind.CANDIDATE, ProcessKind.AGENT_SHELL):
+def test_kinds_whose_sandbox_depends_on_the_backend_need_it():
+    for kind in (ProcessKind.CANDIDATE, ProcessKind.AGENT_SHELL):
         with pytest.raises(ValueError, match="backend"):
-            policy_for(step)
+            policy_for(kind)
 
 
 def test_a_process_is_trusted_by_the_kind_its_policy_was_made_for(tmp_path):
@@ -66,8 +66,8 @@ def test_a_process_is_trusted_by_the_kind_its_policy_was_made_for(tmp_path):
         return WorkerSpec(name="any name at all", run_dir=tmp_path, policy=policy, env={})
 
     assert spec(policy_for(ProcessKind.REFERENCE, backend="cpu")).trusted
-    for step in UNTRUSTED:
-        assert policy_for(step, backend="cpu").kind is step and not spec(policy_for(step, backend="cpu")).trusted
+    for kind in UNTRUSTED:
+        assert policy_for(kind, backend="cpu").kind is kind and not spec(policy_for(kind, backend="cpu")).trusted
     assert not spec(sandbox.SandboxPolicy()).trusted  # a policy that does not say whose it is: a candidate's
     # the name is only what the verdict calls it
     assert [worker_name(ProcessKind.REFERENCE, "eager"), worker_name(ProcessKind.CANDIDATE, "eager")] == ["reference-eager", "candidate"]
