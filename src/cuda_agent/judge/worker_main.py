@@ -405,10 +405,10 @@ class Worker:
     def _task_inputs(self, seed: int) -> list[Any]:
         import torch
 
-        inputs = self._made_on_device(seed, self.task.get_inputs)
+        inputs = self.made_on_device(seed, self.task.get_inputs)
         return vary_inputs([x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs], seed)
 
-    def _made_on_device(self, seed: int, make: Callable[[], Any]) -> Any:
+    def made_on_device(self, seed: int, make: Callable[[], Any]) -> Any:
         """``make()`` from the random state ``seed`` with torch's factories creating tensors on the
         device directly (drawn there, not on the host and copied); again on the host where it
         fails there (some tasks need host tensors: numpy, CPU generators). Every process takes the
@@ -666,8 +666,8 @@ class Checks:
 
     def _construct(self, init: list[Any], seed: int) -> Any:
         """The model class built from ``init`` on the device (a GEMM's 67M-value init took most of
-        a second a check on the host), or on the host and moved (``_made_on_device``)."""
-        return self.worker._made_on_device(seed, lambda: self.worker.model_class(*init)).to(self.worker.device)
+        a second a check on the host), or on the host and moved (``made_on_device``)."""
+        return self.worker.made_on_device(seed, lambda: self.worker.model_class(*init)).to(self.worker.device)
 
     def run(self, msg: dict) -> dict:
         """One forward on seeded inputs.
