@@ -190,6 +190,10 @@ def test_old_tool_output_is_elided_to_fit_the_context(run_episode):
     assert len(contents) == 5
     assert contents[0].startswith(ELIDED.split("(")[0]) and not contents[-1].startswith("[older")
     assert "characters cut from the middle" in contents[-1]
+    # the trajectory records the cap the tools' outputs were cut to, the context's, not the default
+    header = load_trajectory(result.directory / "trajectory.jsonl").header
+    assert header["settings"]["env"]["max_tool_chars"] == ContextBudget(max_tool_tokens=2_500).max_tool_chars
+    assert header["settings"]["context"]["max_tool_tokens"] == 2_500
 
 
 def test_a_context_error_from_the_server_elides_and_retries(run_episode):

@@ -63,7 +63,8 @@ class AgentSettings:
     context: ContextBudget = field(default_factory=ContextBudget)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The settings as the episode applies them (the environment's tool cap from the context)."""
+        return {"env": asdict(self.env_settings()), "context": asdict(self.context)}
 
     def env_settings(self) -> EnvSettings:
         """The environment's settings, its tool results cut where the context's budget says."""
