@@ -28,7 +28,7 @@ from rich.table import Table  # noqa: E402
 
 from cuda_agent.cluster import LocalJudgePool  # noqa: E402
 from cuda_agent.train.demo.run import DemoRun, DemoSettings, demo_judge_config  # noqa: E402
-from cuda_agent.train.pools import local_judge_pool  # noqa: E402
+from cuda_agent.train.pools import local_judge_pool, parse_gpus  # noqa: E402
 from cuda_agent.train.reward import JudgeReward  # noqa: E402
 from cuda_agent.train.trl_grpo import STEPS_FILE, GRPOSettings, TRLRewardFunc, read_steps, run_grpo  # noqa: E402
 
@@ -118,7 +118,7 @@ def main() -> None:
     args = parser.parse_args()
     console = Console(stderr=True)
     work = args.work.resolve()
-    judge_gpus = [int(g) for g in args.judge_gpus.split(",")] if args.judge_gpus else None
+    judge_gpus = parse_gpus(args.judge_gpus)
     if judge_gpus and args.device != "cuda":
         parser.error("--judge-gpus places judges on GPUs: it needs --device cuda")
     settings = replace(DemoSettings(), device=args.device, prompts_per_step=args.prompts, generations=args.generations)

@@ -135,6 +135,8 @@ def _stage_command(stage: str):
             raise TrainError(f"unknown engine {engine!r}; choose verl or trl")
         if keep_checkpoints < 1 or val_every < 1:
             raise TrainError("--keep-checkpoints and --val-every must be at least 1")
+        from .pools import parse_gpus
+
         kept = {"keep_checkpoints": keep_checkpoints, "loggers": check_loggers(logger)}
         judge_gpu_list = parse_gpus(judge_gpus)
         layout = _layout(profile, stage, engine, gpus, nodes, sequence_parallel, judge_pool, ray_resource)
@@ -324,19 +326,6 @@ def _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, gen
         else:
             final = run_agentic_grpo(model, rows, directory, pool, settings, device=device)
     out.print(f"{stage} model: {final}")
-
-
-def parse_gpus(given: Optional[str]) -> list[int] | None:
-    """--judge-gpus "1,2" as [1, 2]; None when not given."""
-    if not given:
-        return None
-    try:
-        gpus = [int(part) for part in given.split(",") if part.strip()]
-    except ValueError:
-        gpus = []
-    if not gpus:
-        raise TrainError(f"--judge-gpus takes GPU indices separated by commas, e.g. 1 or 1,2; got {given!r}")
-    return gpus
 
 
 def trl_tool_format(stage: str, given: Optional[str]) -> str:

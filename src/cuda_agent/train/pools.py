@@ -135,6 +135,19 @@ JUDGES_SHARE_THE_TRAINING_GPU = (
     "second GPU the judges go there by default, or name theirs with --judge-gpus (e.g. --judge-gpus 1).")
 
 
+def parse_gpus(given: str | None) -> list[int] | None:
+    """--judge-gpus "1,2" as [1, 2]; None when not given."""
+    if not given:
+        return None
+    try:
+        gpus = [int(part) for part in given.split(",") if part.strip()]
+    except ValueError:
+        gpus = []
+    if not gpus:
+        raise TrainError(f"--judge-gpus takes GPU indices separated by commas, e.g. 1 or 1,2; got {given!r}")
+    return gpus
+
+
 def place_judges(given: list[int] | None, visible: int, training: int = 0) -> tuple[list[int], str | None]:
     """The GPUs a one-machine run's judges time on, and a warning where that is the GPU the model
     trains on (``training``). ``given``: the GPUs asked for (--judge-gpus); by default every
