@@ -227,6 +227,7 @@ def tf32_solution(tmp_path, fixtures_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.timing  # its profile must not be refused: a loaded machine can doubt an honest clock
 def test_a_kernel_that_computes_in_tf32_is_paid_no_speedup(cpu_judge, fixtures_dir, tf32_solution):
     task = load_task(fixtures_dir / "tasks" / "scale_bias_relu.py")
     verdict = cpu_judge.evaluate(task, tf32_solution, stage="profile")

@@ -68,12 +68,15 @@ def session(host, go=None, device=(), prepare=(), window=None, call=None):
                    call_ms=list(call if call is not None else [0.0] * len(host)))
 
 
-def calls(n: int, host: float, go: float, prepare: float, waits: tuple[float, float] | None = None) -> Session:
-    """``n`` calls alike; ``waits``: each prepare and go step's counted waiting for a CPU (None:
-    the kernel counted none)."""
+def calls(n: int, host: float, go: float, prepare: float, waits: tuple[float, float] | None = None,
+          judge_waits: tuple[float, float] | None = None) -> Session:
+    """``n`` calls alike; ``waits``: each prepare and go step's counted waiting for a CPU of the
+    worker (None: the kernel counted none); ``judge_waits``: the same of the judge's thread."""
     s = session([host] * n, go=[go] * n, prepare=[prepare] * n)
     if waits is not None:
         s.prepare_wait_ms, s.go_wait_ms = [waits[0]] * n, [waits[1]] * n
+    if judge_waits is not None:
+        s.judge_prepare_wait_ms, s.judge_go_wait_ms = [judge_waits[0]] * n, [judge_waits[1]] * n
     return s
 
 
@@ -208,6 +211,21 @@ def test_steps_longer_only_by_waiting_for_a_cpu_are_excused_and_nothing_else_is(
     assert load_excuse(integrity_problem(faked, reference), faked, [reference]) is None
     uncounted = calls(20, 2.0, go=2.1, prepare=10.0)
     assert load_excuse(integrity_problem(uncounted, reference), uncounted, [reference]) is None
+
+
+def test_a_reply_the_judge_saw_late_because_it_waited_for_a_cpu_is_excused():
+    # Measured on two cores with another process busy 4 ms in every 10: the candidate's go steps
+    # ran about 5 ms longer than its clock said while its worker never waited, and the judge's
+    # own thread had waited as long for a CPU in each of them; its reply was read late.
+    reference = calls(20, 2.0, go=2.4, prepare=1.0, waits=(0.0, 0.0), judge_waits=(0.0, 0.0))
+    seen_late = calls(20, 2.0, go=7.4, prepare=1.0, waits=(0.0, 0.0), judge_waits=(0.0, 5.0))
+    problem = integrity_problem(seen_late, reference)
+    assert "longer than the candidate's own clock says" in problem
+    excuse = load_excuse(problem, seen_late, [reference])
+    assert excuse.startswith(problem) and "the judge timing them 5.000 ms" in excuse
+    # The same channel with a judge that was running all along is hidden time: refused.
+    not_waited = calls(20, 2.0, go=7.4, prepare=1.0, waits=(0.0, 0.0), judge_waits=(0.0, 0.1))
+    assert load_excuse(integrity_problem(not_waited, reference), not_waited, [reference]) is None
 
 
 def test_a_step_that_waited_may_lose_twice_its_wait_and_a_stalled_machine_withholds():

@@ -215,6 +215,7 @@ class RunTiming:
                 "candidate_background_cpu_ms": session.background_cpu_mean_ms,
                 "candidate_wait_ms": session.wait_median_ms,
                 "reference_wait_ms": calibration.session.wait_median_ms,
+                "judge_wait_ms": session.judge_wait_median_ms,
                 "machine_stalled": pressure,
                 "inputs_staged": True if stager is not None else f"no: {self.arena.get('why')}",
                 "reference_ms": reference.median_ms,

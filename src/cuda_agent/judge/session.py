@@ -28,10 +28,11 @@ level (960 MB read on a 480 MB L3): the check of that step against the reference
 (``timing.integrity_problem``) then sees work moved into it, and the flush's cost, which depends
 on the dirty lines the call before left, falls on a process whose time is not compared.
 
-For every call the judge also reads how long the worker's stepping thread waited for a CPU in
-each step (the kernel's count, ``process_tree.RunqueueWait``): on a loaded machine the scheduler
-can make one side wait more than the other, call after call, and the judge then cannot tell that
-from hidden work (``timing.load_excuse``).
+For every call the judge also reads how long the worker's stepping thread, and its own thread,
+waited for a CPU in each step (the kernel's count, ``process_tree.RunqueueWait``): on a loaded
+machine the scheduler can make one side wait more than the other, call after call, or keep the
+judge off a CPU when a reply comes, and the judge then cannot tell that from hidden work
+(``timing.load_excuse``).
 
 A session with a ``cpu_clock`` (the worker's process CPU clock, cpu backend) also records, for
 each timed call, the CPU time the worker used between the end of its prepare step and its go,
@@ -58,6 +59,7 @@ work and both follow another process's use of the device (on a GPU, a context sw
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -111,9 +113,11 @@ class TimedSession:
         self.window_ms = 0.0
         self._warm_calls: list[float] = []
         self._i = 0                        # calls made so far, warm-up included
-        # The prepared call: seed, prepare ms, CPU s, ms waited for a CPU in the prepare step.
-        self._next: tuple[int, float, float | None, float | None] | None = None
+        # The prepared call: seed, prepare ms, CPU s, ms the worker and the judge waited for a CPU
+        # in the prepare step.
+        self._next: tuple[int, float, float | None, tuple[float, float] | None] | None = None
         self._wait: RunqueueWait | None = None
+        self._judge_wait: RunqueueWait | None = None
         self._last_go_s: float | None = None     # the judge's clock on the previous call's go step
         self.done = False
         self.ops: dict | None = None              # the session's ops, from the worker's counter
@@ -122,9 +126,11 @@ class TimedSession:
         self.counter_watching: bool | None = None
 
     def begin(self) -> None:
-        # Only the worker's: the judge polls through a call, so its own waiting overlaps the work
-        # being timed and would excuse it.
+        # The worker's stepping thread, and the judge's thread that steps it (this one). The
+        # judge's waiting may overlap the call rather than its reply; counting it can only excuse
+        # a refusal (a timing that then claims no speedup), never pay one.
         self._wait = RunqueueWait(f"/proc/{self.worker.pid}/schedstat")
+        self._judge_wait = RunqueueWait(f"/proc/self/task/{threading.get_native_id()}/schedstat")
         message = {"cmd": "time", "max_calls": self.max_calls, "cores": self.cores, "keep": self.keep}
         if self.stager is not None:
             message["arena"] = self.arena
@@ -224,21 +230,27 @@ class TimedSession:
         prepare_wait_ms = _difference(waited_before, self._waited())
         self._next = (seed, prepare_ms, self._cpu(), prepare_wait_ms)
 
-    def _waited(self) -> float | None:
-        """ms the worker's stepping thread has waited for a CPU while ready to run, so far."""
-        return self._wait.read() if self._wait is not None else None
+    def _waited(self) -> tuple[float, float] | None:
+        """ms the worker's stepping thread and the judge's own thread have waited for a CPU while
+        ready to run, so far (None where the kernel does not count the worker's)."""
+        worker = self._wait.read() if self._wait is not None else None
+        judge = self._judge_wait.read() if self._judge_wait is not None else None
+        return None if worker is None else (worker, judge or 0.0)
 
     def _cpu(self) -> float | None:
         return self.cpu_clock() if self.cpu_clock is not None else None
 
     def _record(self, seed: int, prepare_ms: float, go_ms: float, reply: dict, background_ms: float | None,
-                waits: tuple[float | None, float | None]) -> None:
+                waits: tuple[tuple[float, float] | None, tuple[float, float] | None]) -> None:
         s = self.session
         if background_ms is not None:
             s.background_cpu_ms.append(background_ms)
         if None not in waits:
-            s.prepare_wait_ms.append(waits[0])
-            s.go_wait_ms.append(waits[1])
+            (worker_prepare, judge_prepare), (worker_go, judge_go) = waits
+            s.prepare_wait_ms.append(worker_prepare)
+            s.go_wait_ms.append(worker_go)
+            s.judge_prepare_wait_ms.append(judge_prepare)
+            s.judge_go_wait_ms.append(judge_go)
         s.threads_grown += reply["threads"] > 0
         self.seeds.append(seed)
         s.host_ms.append(reply["host_ms"])
@@ -261,15 +273,19 @@ class TimedSession:
         if self.sampler is not None:
             self.sampler.read()
             self.sampler.close()
-        if self._wait is not None:
-            self._wait.close()
+        for wait in (self._wait, self._judge_wait):
+            if wait is not None:
+                wait.close()
         self.ops = reply.get("ops")
         self.counter_watching = reply.get("counter_watching")
         return reply["calls"]
 
 
-def _difference(before: float | None, after: float | None) -> float | None:
-    return after - before if before is not None and after is not None else None
+def _difference(before: tuple[float, float] | None, after: tuple[float, float] | None) -> tuple[float, float] | None:
+    """What each of two counters advanced by, or None where either reading is missing."""
+    if before is None or after is None:
+        return None
+    return after[0] - before[0], after[1] - before[1]
 
 
 def interleave(sessions: list[TimedSession], deadline_s: float, on_timeout: Callable[[TimedSession], Any]) -> None:

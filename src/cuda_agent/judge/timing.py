@@ -93,20 +93,34 @@ class Session:
     # step and each go step (the kernel's count; empty where it keeps none).
     prepare_wait_ms: list[float] = field(default_factory=list)
     go_wait_ms: list[float] = field(default_factory=list)
+    # The same for the judge's own thread, which times those steps: a judge that waited for a CPU
+    # when the reply came saw it late, and the step looks longer by that (empty where not counted).
+    judge_prepare_wait_ms: list[float] = field(default_factory=list)
+    judge_go_wait_ms: list[float] = field(default_factory=list)
 
     def less_waiting(self, cost: float = 1.0) -> "Session | None":
-        """This session with ``cost`` times the time each step waited for a CPU taken out of the
-        judge's step times, or None where the waits were not counted."""
+        """This session with ``cost`` times the time each step waited for a CPU (the worker's
+        thread and the judge's, where the judge's was counted) taken out of the judge's step
+        times, or None where the worker's waits were not counted."""
         if len(self.prepare_wait_ms) != len(self.prepare_ms) or len(self.go_wait_ms) != len(self.go_ms):
             return None
-        return replace(self, prepare_ms=[p - cost * w for p, w in zip(self.prepare_ms, self.prepare_wait_ms)],
-                       go_ms=[g - cost * w for g, w in zip(self.go_ms, self.go_wait_ms)])
+
+        def waits(worker: list[float], judge: list[float]) -> list[float]:
+            return [w + j for w, j in zip(worker, judge)] if len(judge) == len(worker) else worker
+
+        return replace(self, prepare_ms=[p - cost * w for p, w in zip(
+                           self.prepare_ms, waits(self.prepare_wait_ms, self.judge_prepare_wait_ms))],
+                       go_ms=[g - cost * w for g, w in zip(self.go_ms, waits(self.go_wait_ms, self.judge_go_wait_ms))])
 
     @property
     def wait_median_ms(self) -> float | None:
         """The median time a call's prepare and go steps waited for a CPU, together."""
-        waits = [p + g for p, g in zip(self.prepare_wait_ms, self.go_wait_ms)]
-        return statistics.median(waits) if waits else None
+        return _median_of_sums(self.prepare_wait_ms, self.go_wait_ms)
+
+    @property
+    def judge_wait_median_ms(self) -> float | None:
+        """The same for the judge's own thread, as it timed those steps."""
+        return _median_of_sums(self.judge_prepare_wait_ms, self.judge_go_wait_ms)
 
     @property
     def background_cpu_mean_ms(self) -> float | None:
@@ -128,6 +142,11 @@ class Session:
         if not self.device_ms:
             return []
         return [h - max(w, c) - d for h, c, d, w in zip(self.host_ms, self.call_ms, self.device_ms, self.window_ms)]
+
+
+def _median_of_sums(first: list[float], second: list[float]) -> float | None:
+    sums = [a + b for a, b in zip(first, second)]
+    return statistics.median(sums) if sums else None
 
 
 def median_interval(samples: list[float]) -> float:
@@ -360,9 +379,10 @@ def load_excuse(problem: str, candidate: Session, references: list[Session], bac
     a machine with more runnable processes than cores, a process that has used more CPU than
     another is the one the scheduler makes wait, so load can lengthen the candidate's steps more
     than the reference's beside them, every call alike, which pairing the calls does not cancel;
-    and a step that waited is then run on a cold core and read by a judge that may wait too,
-    which no count shows. So a failure is excused where the steps pass with ``WAIT_COST`` times
-    each side's counted waiting (``process_tree.RunqueueWait``) taken out, or where the machine
+    a step that waited is then run on a cold core, which no count shows; and the judge timing a
+    step may itself wait for a CPU when the reply comes, seeing the step end late. So a failure
+    is excused where the steps pass with ``WAIT_COST`` times each side's counted waiting (its
+    worker's and the judge's, ``process_tree.RunqueueWait``) taken out, or where the machine
     stalled (``pressure``, ``process_tree.stalled_fraction``) ``CONTENDED_PRESSURE`` of the time.
     That only excuses the candidate from the refusal: no speedup is paid on such a timing, so a
     candidate that makes itself wait, or loads the machine, gains nothing by it.
@@ -379,6 +399,9 @@ def load_excuse(problem: str, candidate: Session, references: list[Session], bac
             return None
         because = (f"its calls waited {candidate.wait_median_ms:.3f} ms each for a CPU (the reference's "
                    f"{references[-1].wait_median_ms:.3f} ms)")
+        if candidate.judge_wait_median_ms is not None:
+            because += (f", and the judge timing them {candidate.judge_wait_median_ms:.3f} ms (beside the "
+                        f"reference's {references[-1].judge_wait_median_ms or 0.0:.3f} ms)")
     return (f"{problem}; but {because}: the machine is too loaded to tell work hidden outside the timed calls "
             "from waiting")
 
