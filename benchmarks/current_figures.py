@@ -111,6 +111,11 @@ FIGURES = [
            "scripts/gpu_check.sh repeatability", device=_said("NVIDIA H200")),
     Figure("group judging", "one task's candidates, 4 group runs at once", "benchmarks/results/group_judging-cuda.json",
            _group, "16 ≤ 2x 4", "scripts/gpu_check.sh group", device=_said("NVIDIA H200")),
+    Figure("workloads", "judge time per declared workload at 4 declared, against at 1 (builds and baselines cached)",
+           "benchmarks/results/workload_scaling_cpu.json",
+           lambda d: f"{d['rows'][-1]['per_workload_ratio']:.2f}x ({d['rows'][-1]['median_s']:.1f} s against "
+                     f"{d['rows'][0]['median_s']:.1f} s)", "≤ 1x (linear)",
+           "python benchmarks/workload_scaling.py --device cpu", device=_said("2-core CPU machine")),
     Figure("honest judges refused under load", "100 honest judges, 8 at once",
            "benchmarks/results/false_refusals-cuda-run4.json",
            lambda d: f"{d['refusal_rate']:.0%} refused of {d['judged']}", "", "scripts/gpu_check.sh refusals",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything that needs a GPU, in one call: the GPU tests (the honest and adversarial suites'
 # CUDA cases included), every example's CUDA solution through the judge, the demo, and the judge
-# benchmarks (repeatability and KernelBench's timer side by side, timing methods, latency, group judging, timing
+# benchmarks (repeatability and KernelBench's timer side by side, timing methods, latency, group judging, workload scaling, timing
 # fidelity, guard overhead), the agent's GPU episode and overhead
 # benchmark, and `cuda-agent bench` over a KernelBench checkout ($KERNELBENCH, default
 # ./.kernelbench) with the hand-written solutions of examples/kernelbench, and its throughput
@@ -27,7 +27,7 @@ if [ -n "$wheels" ]; then
   python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site $wheels 2>"$OUT/pip.log" \
     && export PYTHONPATH="/tmp/site:$PYTHONPATH"
 fi
-parts=${*:-tests examples demo repeatability methods bench group single_file staged guards agent kernelbench throughput refusals synth}
+parts=${*:-tests examples demo repeatability methods bench group workloads single_file staged guards agent kernelbench throughput refusals synth}
 status=0
 
 {
@@ -82,6 +82,10 @@ PY
         | tee "$OUT/judge_latency.txt" || status=1
       python3 benchmarks/judge_latency.py --device cuda --exec-workers --out "$OUT/judge_latency-exec.json" 2>&1 \
         | tee -a "$OUT/judge_latency.txt" || status=1 ;;
+    workloads)
+      # A task's judge time by its number of declared workloads (builds and baselines cached).
+      python3 benchmarks/workload_scaling.py --device cuda --out "$OUT/workload_scaling.json" 2>&1 \
+        | tee "$OUT/workload_scaling.txt" || status=1 ;;
     group)
       # One task's candidates as one group run (one reference run for all) and as separate judges.
       python3 benchmarks/group_judging.py --device cuda --sizes "${GROUP_SIZES:-4,16}" --out "$OUT/group_judging.json" 2>&1 \

@@ -2,8 +2,10 @@
 
 A task is Python source defining ``class Model(nn.Module)``, ``get_inputs()`` and
 ``get_init_inputs()``. Tasks load from a ``.py`` file, a directory of them (a KernelBench
-``KernelBench/levelN/`` folder works as it is), or a JSONL/Parquet dataset with a ``code`` column
-(the CUDA-Agent-Ops-6K layout). ``data.parquet:17`` selects one row of a dataset.
+``KernelBench/levelN/`` folder works as it is), a JSONL/Parquet dataset with a ``code`` column
+(the CUDA-Agent-Ops-6K layout), or a SOL-ExecBench problem folder (``definition.json`` and
+``workload.jsonl``, see ``sol_execbench``) or a folder of them. ``data.parquet:17`` selects one
+row of a dataset.
 """
 
 from __future__ import annotations
@@ -124,16 +126,31 @@ def _split_row_selector(spec: str) -> tuple[Path, int | None]:
     return Path(spec), None
 
 
+def _load_directory(path: Path) -> list[Task]:
+    """A SOL-ExecBench problem folder's task; else the folder's .py files; else the tasks of the
+    SOL-ExecBench problem folders in it."""
+    from . import sol_execbench  # it builds its tasks with this module's task_from_source
+
+    if sol_execbench.is_problem(path):  # before its .py files: a problem folder may hold reference.py
+        return [sol_execbench.load_problem(path)]
+    files = sorted((p for p in path.glob("*.py") if not p.name.startswith("_")), key=natural_key)
+    if files:
+        return [_load_py(p) for p in files]
+    problems = sol_execbench.problem_folders(path)
+    if problems:
+        return [sol_execbench.load_problem(p) for p in problems]
+    raise TaskFormatError(f"task directory {path} holds no .py task files, and no SOL-ExecBench problem "
+                          f"folders (each with a {sol_execbench.DEFINITION_FILE})")
+
+
 def load_tasks(spec: str | Path) -> list[Task]:
-    """All tasks at ``spec``: a .py file, a directory of .py files, or a JSONL/Parquet dataset."""
+    """All tasks at ``spec``: a .py file, a directory of .py files, a JSONL/Parquet dataset, or a
+    SOL-ExecBench problem folder or a folder of them."""
     path, row = _split_row_selector(str(spec))
     if not path.exists():
         raise TaskFormatError(f"task path {path} does not exist")
     if path.is_dir():
-        files = sorted((p for p in path.glob("*.py") if not p.name.startswith("_")), key=natural_key)
-        if not files:
-            raise TaskFormatError(f"task directory {path} holds no .py task files")
-        return [_load_py(p) for p in files]
+        return _load_directory(path)
     if path.suffix in DATASET_SUFFIXES:
         tasks = []
         for index, data in enumerate(_dataset_rows(path)):
@@ -148,15 +165,17 @@ def load_tasks(spec: str | Path) -> list[Task]:
         return [_load_py(path)]
     raise TaskFormatError(
         f"cannot load tasks from {path}: expected a .py file, a directory of them, "
-        "or a .jsonl/.parquet dataset with a `code` column"
+        "a .jsonl/.parquet dataset with a `code` column, or a SOL-ExecBench problem folder"
     )
 
 
 def load_task(spec: str | Path) -> Task:
-    """Exactly one task: a .py file, or ``dataset.jsonl:N`` / ``dataset.parquet:N``."""
+    """Exactly one task: a .py file, ``dataset.jsonl:N`` / ``dataset.parquet:N``, or a
+    SOL-ExecBench problem folder."""
     tasks = load_tasks(spec)
     if len(tasks) != 1:
         raise TaskFormatError(
-            f"{spec} holds {len(tasks)} tasks; name one file, or one dataset row as PATH:N"
+            f"{spec} holds {len(tasks)} tasks; name one file, one dataset row as PATH:N, or one "
+            "SOL-ExecBench problem folder"
         )
     return tasks[0]

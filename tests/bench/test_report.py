@@ -11,10 +11,11 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def rec(level, pid, *, correct=False, eager=None, compile=None, status=None, flags=(),
-        error=None):
+        error=None, sol=None):
     return {"level": level, "problem_id": pid, "name": f"{pid}_Op.py", "sample": 0,
             "status": status or ("ok" if correct else "incorrect"), "correct": correct,
-            "speedup_vs_eager": eager, "speedup_vs_compile": compile, "candidate_ms": None,
+            "speedup_vs_eager": eager, "speedup_vs_compile": compile,
+            "sol_vs_eager": sol and sol[0], "sol_vs_compile": sol and sol[1], "candidate_ms": None,
             "eager_ms": None, "compile_ms": None, "reward": 0, "flags": list(flags),
             "error": error}
 
@@ -72,10 +73,10 @@ def test_markdown_fast_p_flags_and_problems():
     row = next(line for line in md.splitlines() if line.startswith("| 1 | 4 |"))
     assert "shape \\| mismatch" in row and row.endswith("... |") and "x" * REASON_CHARS not in row
     assert "| 1 | 1 | 1_Op.py | ok | 2.00x | 1.50x |" in md
-    # Every table row of the problem table has exactly 8 cells (unescaped pipes).
+    # Every table row of the problem table has exactly 9 cells (unescaped pipes).
     for line in md.split("## Problems")[1].splitlines():
         if line.startswith("|"):
-            assert line.replace("\\|", "").count("|") == 9
+            assert line.replace("\\|", "").count("|") == 10
 
 
 def test_write_report_files(tmp_path):
@@ -172,3 +173,20 @@ def test_a_baselines_only_report_draws_the_baselines_not_empty_speedups(tmp_path
     assert paths["baselines"].read_bytes().startswith(PNG_MAGIC) and len(paths["baselines"].read_bytes()) > 5000
     assert not (tmp_path / "speedups.png").exists() and not (tmp_path / "fast_p.png").exists()
     assert "(baselines.png)" in paths["markdown"].read_text()
+
+
+def test_sol_scores_get_a_column_a_section_and_a_plot(tmp_path):
+    report = make_report({1: ([rec(1, 1, correct=True, eager=2.0, compile=1.5, sol=(0.8, 0.7)),
+                               rec(1, 2, correct=True, eager=1.1, compile=0.9, sol=(0.6, 0.4)),
+                               rec(1, 3, status="incorrect")], 3)})
+    md = render_markdown(report)
+    assert "| Level 1 | 2 | 0.700 | 0.550 |" in md.split("## SOL score")[1]
+    assert "| 1 | 1 | 1_Op.py | ok | 2.00x | 1.50x | 0.700 |" in md
+    assert "| 1 | 3 | 3_Op.py | incorrect | - | - | - |" in md
+    paths = write_report(tmp_path, report)
+    assert paths["sol"].name == "sol.png" and paths["sol"].read_bytes().startswith(PNG_MAGIC)
+    # Without a score (the cpu backend draws no roofline): the section says why, and no plot.
+    plain = sample_report()
+    plain["settings"]["backend"] = "cpu"
+    assert "no roofline on the CPU backend" in render_markdown(plain).split("## SOL score")[1]
+    assert "sol" not in write_report(tmp_path / "plain", plain)

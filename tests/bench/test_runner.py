@@ -258,7 +258,7 @@ def test_the_report_row_and_terminal_say_why_a_correct_result_has_no_speedup(tmp
     first = report["problems"][0]
     assert first["correct"] and first["no_speedup"] == f"no speed-up: {DRIFT}"
     row = next(line for line in written["markdown"].read_text().splitlines() if line.startswith("| 1 | 1 |"))
-    assert row.endswith(f"| ok | - | - |  | no speed-up: {DRIFT} |")
+    assert row.endswith(f"| ok | - | - | - |  | no speed-up: {DRIFT} |")
     said = console.file.getvalue()
     assert "Correct, without a speed-up" in said and "0.11x its eager baseline" in said
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cuda_agent.judge.reward import MARGIN, beats, continuous_reward, milestone_reward
+from cuda_agent.judge.reward import MARGIN, beats, continuous_reward, milestone_reward, sol_reward
 
 
 def test_margin_is_five_percent():
@@ -75,3 +75,10 @@ def test_a_withheld_speedup_pays_the_correct_but_not_faster_reward():
     measured = milestone_reward(True, candidate.median_ms, v.timings["eager"].median_ms, v.timings["compile"].median_ms)
     assert measured == 3 and speedup_withheld(v)
     assert milestone_reward(True, None, v.timings["eager"].median_ms, v.timings["compile"].median_ms) == 1
+
+
+def test_sol_reward_is_the_share_of_the_gap_closed_within_zero_and_one():
+    assert sol_reward(False, 0.9) == -1.0
+    assert sol_reward(True, None) == 0.0  # correct, with no measured share (no roofline, no paid time)
+    assert sol_reward(True, 0.5) == 0.5
+    assert sol_reward(True, 1.3) == 1.0 and sol_reward(True, -0.1) == 0.0

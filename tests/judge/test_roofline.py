@@ -10,7 +10,7 @@ import torch
 
 from cuda_agent.bench.report import rooflines, write_report
 from cuda_agent.judge.floor import Peaks, count_workload
-from cuda_agent.judge.roofline import NOT_ON_CPU, device_peaks, floor_peaks, not_drawn, render, roofline
+from cuda_agent.judge.roofline import NOT_ON_CPU, device_peaks, floor_peaks, not_drawn, render, roofline, sol_score
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 H100 = device_peaks("NVIDIA H100 80GB HBM3", None)
@@ -43,6 +43,17 @@ def test_an_elementwise_task_is_memory_bound_and_its_points_are_fractions_of_pea
     lines = render(roof)
     assert "memory-bound" in lines[0] and "H100 SXM" in lines[0]
     assert lines[1].startswith("  candidate") and "50% of the roofline" in lines[1]
+    # SOL score: the candidate at twice the limit, eager at four times:
+    # 1 / (1 + (2 - 1) / (4 - 1)) = 0.75; none against a baseline with no time.
+    assert roof["sol_score"] == {"eager": pytest.approx(0.75)}
+    assert lines[-1] == "  SOL score (0.5 at the baseline, 1 at the limit): 0.750 against eager"
+
+
+def test_the_sol_score_is_a_half_at_the_baseline_and_one_at_the_limit():
+    assert sol_score(4.0, 4.0, 1.0) == pytest.approx(0.5)
+    assert sol_score(1.0, 4.0, 1.0) == pytest.approx(1.0)
+    assert sol_score(7.0, 4.0, 1.0) == pytest.approx(1 / 3)  # slower than the baseline: below a half
+    assert sol_score(2.0, 1.0, 1.0) is None  # a baseline at the limit leaves no gap to close
 
 
 def test_a_half_precision_gemm_is_compute_bound_against_the_tensor_cores():

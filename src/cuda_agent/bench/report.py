@@ -13,12 +13,13 @@ A report is a plain dict::
     }
 
 where a record has ``level``, ``problem_id``, ``name``, ``sample``, ``status``, ``correct``,
-``speedup_vs_eager``, ``speedup_vs_compile``, ``candidate_ms``, ``eager_ms``, ``compile_ms``,
-``reward``, ``flags``, ``error`` and ``no_speedup`` (see :mod:`cuda_agent.bench.metrics`).
+``speedup_vs_eager``, ``speedup_vs_compile``, ``sol_vs_eager``, ``sol_vs_compile`` (SOL scores),
+``candidate_ms``, ``eager_ms``, ``compile_ms``, ``reward``, ``flags``, ``error`` and ``no_speedup``
+(see :mod:`cuda_agent.bench.metrics`).
 :func:`write_report` writes ``report.json``, ``report.md``, ``speedups.png`` and ``fast_p.png``
 (for a run of baselines alone, ``baselines.png`` instead: eager and torch.compile per problem)
 and, where the judge drew rooflines (on a GPU), ``roofline_level{N}.png`` from the problems'
-verdicts and reference checks. A problem's row says why a correct result has no speed-up
+verdicts and reference checks, and ``sol.png`` from the solutions' SOL scores. A problem's row says why a correct result has no speed-up
 (``no_speedup``, from the verdict's own words).
 """
 
@@ -186,16 +187,18 @@ def render_markdown(report: dict) -> str:
     problems = sorted(report.get("problems", []), key=lambda r: (r["level"], r["problem_id"]))
     out += _flagged_section(report)
 
+    out += _sol_section(report)
+
     out += ["## Problems", "",
-            "| level | id | name | status | speed-up vs eager | speed-up vs compile | flags "
-            "| error, or why no speed-up |",
-            "|---|---|---|---|---|---|---|---|"]
+            "| level | id | name | status | speed-up vs eager | speed-up vs compile | SOL score vs compile "
+            "| flags | error, or why no speed-up |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for r in problems:
         out.append(
             f"| {r['level']} | {r['problem_id']} | {_cell(r.get('name', ''))} | "
             f"{_cell(r.get('status', ''))} | {times(r.get('speedup_vs_eager'), '-')} | "
-            f"{times(r.get('speedup_vs_compile'), '-')} | {_cell(', '.join(r.get('flags') or []))} | "
-            f"{_cell(why(r), REASON_CHARS)} |")
+            f"{times(r.get('speedup_vs_compile'), '-')} | {_score(r.get('sol_vs_compile'))} | "
+            f"{_cell(', '.join(r.get('flags') or []))} | {_cell(why(r), REASON_CHARS)} |")
     return "\n".join(out) + "\n"
 
 
@@ -265,6 +268,64 @@ def _flagged_section(report: dict) -> list[str]:
 def _speedups(records: list[dict], baseline: str) -> list[float]:
     key = f"speedup_vs_{baseline}"
     return [r[key] for r in records if r.get("correct") and r.get(key) is not None]
+
+
+def _score(value: float | None) -> str:
+    return f"{value:.3f}" if value is not None else "-"
+
+
+def sol_scores(records: list[dict], baseline: str) -> list[float]:
+    """The SOL scores against ``baseline`` of the records that have one (a correct solution, its
+    speedup paid, on a GPU, where the judge draws rooflines)."""
+    return [r[f"sol_vs_{baseline}"] for r in records if r.get(f"sol_vs_{baseline}") is not None]
+
+
+def _sol_section(report: dict) -> list[str]:
+    """Per level, the mean SOL score of the solutions that have one (``judge.roofline.sol_score``:
+    0.5 at the baseline's time, 1 at the device's limit)."""
+    out = ["## SOL score", "",
+           "How much of the gap between a baseline's time and the least time the device's peaks allow "
+           "a solution closes (SOL-ExecBench's score): 0.5 at the baseline, 1 at the limit. Means over "
+           "the solutions that have one (correct, speedup paid, on a GPU).", ""]
+    levels = _by_level(report)
+    if not any(sol_scores(records, b) for _, _, records in levels for b in BASELINES):
+        backend = (report.get("settings") or {}).get("backend")
+        return out + [NOT_ON_CPU + "." if backend == "cpu" else "None measured: no judged solution has one.", ""]
+    out += ["| level | solutions with a score | mean vs eager | mean vs compile |", "|---|---|---|---|"]
+    for _, m, records in levels:
+        means = [sum(v) / len(v) if v else None for v in (sol_scores(records, b) for b in BASELINES)]
+        out.append(f"| {m['subset']} | {len(sol_scores(records, 'eager'))} | {_score(means[0])} | {_score(means[1])} |")
+    return out + ["", "Per problem: [sol.png](sol.png).", ""]
+
+
+def _plot_sol(report: dict) -> bytes:
+    """One panel per level: each solution's SOL score against eager and against compile, with
+    the baseline's 0.5 and the limit's 1 marked."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    levels = _by_level(report)
+    fig, axes = plt.subplots(1, max(len(levels), 1), figsize=(4 * max(len(levels), 1), 4), squeeze=False)
+    jitter = random.Random(0)
+    try:
+        for ax, (_, m, records) in zip(axes[0], levels):
+            ax.set_title(f"{m['subset']}")
+            ax.axhline(0.5, color="grey", linestyle="--", linewidth=1, label="the baseline")
+            ax.axhline(1.0, color="black", linewidth=1, label="the device's limit")
+            for i, baseline in enumerate(BASELINES):
+                values = sol_scores(records, baseline)
+                if values:
+                    ax.scatter([i + jitter.uniform(-0.15, 0.15) for _ in values], values, s=14, alpha=0.7)
+            ax.set_xticks(range(len(BASELINES)), [f"vs {b}" for b in BASELINES])
+            ax.set_xlim(-0.6, len(BASELINES) - 0.4)
+            ax.set_ylim(0.0, 1.05)
+            ax.set_ylabel("SOL score")
+            ax.legend(fontsize=8, loc="lower right")
+        fig.suptitle(f"{report.get('label', '')}: SOL scores of correct solutions")
+        return _png(fig)
+    finally:
+        plt.close(fig)
 
 
 def _by_level(report: dict) -> list[tuple[str, dict, list[dict]]]:
@@ -477,6 +538,8 @@ def write_report(out_dir: Path, report: dict) -> dict[str, Path]:
         plots = {"baselines": _plot_baselines}
     else:
         plots = {"speedups": _plot_speedups, "fast_p": _plot_fast_p}
+        if any(sol_scores(records, b) for _, _, records in _by_level(report) for b in BASELINES):
+            plots["sol"] = _plot_sol
     drawn = rooflines(out_dir, report)
     report["rooflines"] = {level: f"roofline_level{level}.png" for level in drawn}
     write_atomic(paths["json"], json.dumps(report, indent=1) + "\n")

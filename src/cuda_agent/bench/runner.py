@@ -185,6 +185,7 @@ class BenchRun:
         return {**record, "status": verdict.status, "fault": verdict.settings.get("fault"),
                 "correct": verdict.correct, "reward": verdict.reward,
                 "speedup_vs_eager": verdict.speedup_vs_eager, "speedup_vs_compile": verdict.speedup_vs_compile,
+                **{f"sol_vs_{name}": verdict.sol_score.get(name) for name in ("eager", "compile")},
                 **{f"{name}_ms": (timings.get(name) or {}).get("median_ms") for name in ("candidate", "eager", "compile")},
                 "error": verdict.error, "no_speedup": no_speedup_reason(data),
                 "verdict": str(path.relative_to(self.out)),
@@ -258,7 +259,7 @@ def _load(job: Job) -> tuple[Solution | None, str, dict | None]:
 def failure_record(status: str, error: str) -> dict:
     """The result fields of a problem or sample that has no verdict: a failure."""
     return {"status": status, "correct": False, "reward": -1, "speedup_vs_eager": None, "speedup_vs_compile": None,
-            "candidate_ms": None, "eager_ms": None, "compile_ms": None, "error": error}
+            "sol_vs_eager": None, "sol_vs_compile": None, "candidate_ms": None, "eager_ms": None, "compile_ms": None, "error": error}
 
 
 def _worth_retrying(record: dict) -> bool:

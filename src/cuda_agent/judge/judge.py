@@ -41,6 +41,7 @@ from ..device import SharedCacheFlush, machine_gpu, resolve_backend, shared_cach
 from ..errors import SolutionFormatError
 from ..solution import Solution, validate_solution
 from ..task import Task
+from ..workloads import declares_workloads
 from . import fork_server, linked_symbols
 from .baselines import BaselineCache, BaselineKey
 from .build import ExtensionBuilder
@@ -48,9 +49,10 @@ from .config import JudgeConfig
 from .device_gate import DeviceGate
 from .fork_server import INDUCTOR_CACHE_VARIABLE
 from .op_counter import OpCounterUnavailable
+from .over_workloads import judge_over_workloads
 from .op_counter import build as build_op_counter
 from .reference import ReferenceReport
-from .reward import continuous_reward, milestone_reward
+from .reward import continuous_reward, milestone_reward, sol_reward
 from .sandbox import CompileSandbox, ProcessKind, unreachable_for_others
 from .seccomp import SeccompUnavailable, compiled_filter
 from .toolchain import Toolchain, detect_toolchain, find_cuda_home
@@ -163,6 +165,8 @@ class Judge:
     def evaluate(self, task: Task, solution: Solution, stage: str = "profile") -> Verdict:
         if stage not in STAGES:
             raise ValueError(f"stage must be one of {STAGES}")
+        if stage != "compile" and declares_workloads(task):
+            return judge_over_workloads(self, task, [solution], stage)[0]
         verdict = self.new_verdict(task, solution)
         started = time.perf_counter()
         if stage != "compile" and self.config.fork_workers:
@@ -188,6 +192,8 @@ class Judge:
         (``group``). Never raises for a bad candidate."""
         if stage not in STAGES:
             raise ValueError(f"stage must be one of {STAGES}")
+        if stage != "compile" and declares_workloads(task):
+            return judge_over_workloads(self, task, list(solutions), stage)
         from .group import judge_group
 
         return judge_group(self, task, list(solutions), stage)
@@ -231,6 +237,10 @@ class Judge:
         compile_ms = None if verdict.compile_speedup_withheld else median_ms(verdict, "compile")
         verdict.reward = milestone_reward(verdict.correct, candidate, median_ms(verdict, "eager"), compile_ms, cfg.margin)
         verdict.reward_continuous = continuous_reward(verdict.correct, candidate, compile_ms)
+        scores = verdict.roofline.get("sol_score") or {}
+        verdict.sol_score = {"eager": scores.get("eager") if candidate else None,
+                             "compile": scores.get("compile") if candidate and compile_ms else None}
+        verdict.reward_sol = sol_reward(verdict.correct, verdict.sol_score["compile"])
         if stage == "compile" and verdict.status == "ok":
             verdict.feedback = "compiled successfully (not yet verified)" if solution.layout == "workspace" else \
                 NOT_BUILT_AT_COMPILE

@@ -1,4 +1,5 @@
-"""The paper's rewards (Eq. 1 of arXiv 2602.24286) and the continuous variant used in ablations."""
+"""The paper's rewards (Eq. 1 of arXiv 2602.24286), the continuous variant used in ablations, and a
+reward from SOL-ExecBench's score against the hardware's limit."""
 
 from __future__ import annotations
 
@@ -34,3 +35,13 @@ def continuous_reward(correct: bool, t: float | None, t_compile: float | None) -
     if not correct or not t or not t_compile:
         return -1.0
     return t_compile / t
+
+
+def sol_reward(correct: bool, score: float | None) -> float:
+    """-1 unless correct; else the SOL score against torch.compile (``roofline.sol_score``),
+    within [0, 1]: 0.5 at torch.compile's time, 1 at the device's limit. A correct candidate
+    with no score (no paid time, no settled torch.compile baseline, no roofline: the cpu backend)
+    gets 0: correct, with no measured share of the gap."""
+    if not correct:
+        return -1.0
+    return min(1.0, max(0.0, score)) if score is not None else 0.0

@@ -14,6 +14,9 @@ judge pays no speedup for TF32 on a float32 task; 16-bit work to the tensor core
 GPUs the peaks the judge measures for its physical floor are used (one large copy; a bfloat16
 matrix multiply, a tensor-core rate, so float32 work is held to more than its own peak), and the
 report says so. On the CPU backend no roofline is drawn.
+
+The least time is the speed of light (SOL) of SOL-ExecBench's score (``sol_score``), given for
+each baseline: it says how much of the gap from the baseline to the limit a kernel closes.
 """
 
 from __future__ import annotations
@@ -91,11 +94,25 @@ def roofline(workload: dict[str, float], peaks: DevicePeaks, timings_ms: dict[st
         points[name] = {"ms": ms, "flops_per_s": flops / seconds, "bytes_per_s": moved / seconds,
                         "flops_fraction": flops / seconds / peak_flops, "bytes_fraction": moved / seconds / peak_bytes,
                         "of_roofline": least_s / seconds}
+    candidate = timings_ms.get("candidate")
+    scores = {name: sol_score(candidate, timings_ms[name], least_s * 1e3) for name in ("eager", "compile")
+              if candidate and timings_ms.get(name)}
     return {"drawn": True, "device": peaks.name, "source": peaks.source, "precision": PRECISIONS[bits],
             "peak_flops_per_s": peak_flops, "peak_bytes_per_s": peak_bytes, "flops": flops, "bytes": moved,
             "intensity": intensity, "ridge": ridge,
             "bound": "compute" if intensity is not None and intensity >= ridge else "memory",
-            "least_ms": least_s * 1e3, "points": points}
+            "least_ms": least_s * 1e3, "points": points, "sol_score": scores}
+
+
+def sol_score(t_kernel: float, t_baseline: float, t_sol: float) -> float | None:
+    """SOL-ExecBench's score, ``1 / (1 + (T_k - T_sol) / (T_b - T_sol))``: how much of the gap
+    between a baseline's time and the least time the device's peaks allow (the speed of light)
+    the kernel closes. 0.5 at the baseline's time, 1 at the limit, towards 0 as it slows; above
+    1 only for a time below the limit, which the physical floor refuses first. None where the
+    baseline is at the limit already (no gap to close)."""
+    if not t_baseline > t_sol or not t_kernel > 0:
+        return None
+    return 1.0 / (1.0 + (t_kernel - t_sol) / (t_baseline - t_sol))
 
 
 def not_drawn(why: str) -> dict[str, Any]:
@@ -124,4 +141,8 @@ def render(roof: dict[str, Any]) -> list[str]:
                      f"{_si(roof['peak_bytes_per_s'], 'B/s')}), {_si(p['flops_per_s'], 'FLOP/s')} "
                      f"({p['flops_fraction']:.0%} of {_si(roof['peak_flops_per_s'], 'FLOP/s')}): "
                      f"{p['of_roofline']:.0%} of the roofline")
+    scores = {name: score for name, score in (roof.get("sol_score") or {}).items() if score is not None}
+    if scores:
+        lines.append("  SOL score (0.5 at the baseline, 1 at the limit): " + ", ".join(
+            f"{score:.3f} against {'torch.compile' if name == 'compile' else name}" for name, score in scores.items()))
     return lines

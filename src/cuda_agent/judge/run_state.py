@@ -12,11 +12,13 @@ import shutil
 import tempfile
 import threading
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..solution import Solution
 from ..task import Task
+from ..workloads import tolerance_of
 from .config import JudgeConfig, TimingConfig
 from .run_support import shared_runs_dir
 from .sandbox import unprivileged_ids
@@ -38,7 +40,8 @@ class RunState:
     def __init__(self, judge: Judge, task: Task, solution: Solution | None, module: Path | None,
                  verdict: Verdict) -> None:
         self.judge, self.task, self.solution, self.verdict = judge, task, solution, verdict
-        self.cfg: JudgeConfig = judge.config
+        # The judge's settings, with the tolerance a task's workload sets for itself (workloads.py).
+        self.cfg: JudgeConfig = replace(judge.config, **tolerance_of(task)) if tolerance_of(task) else judge.config
         # how many judges' workers share the machine's memory, for the workers' caps (a group's
         # candidates count as judges of their own)
         self.judges_sharing = self.cfg.judges_at_once

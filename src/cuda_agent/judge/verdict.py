@@ -37,6 +37,9 @@ class Verdict:
     correct: bool = False
     reward: int = -1
     reward_continuous: float = -1.0
+    reward_sol: float = -1.0                  # SOL score against torch.compile (reward.sol_reward)
+    # SOL-ExecBench's score against each baseline (roofline.sol_score), where that speedup is paid
+    sol_score: dict[str, float | None] = field(default_factory=dict)
     speedup_vs_eager: float | None = None     # paid speedups only: None where ``speedup_withheld`` says why
     speedup_vs_compile: float | None = None
     speedup_withheld: str | None = None       # why a correct, timed candidate is paid no speedup
@@ -68,6 +71,10 @@ class Verdict:
     call_seconds: dict[str, float] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # A task that declares workloads (workloads.py): each one's outcome, in the order judged,
+    # held-out ones first. The verdict's speedups are then the geometric means over the declared
+    # workloads, and its ``timings``, ``checks`` and ``roofline`` are its first declared workload's.
+    workloads: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
