@@ -190,10 +190,12 @@ class GroupPool:
                         backend="cpu", correct=True, reward=1 + int(s.sha256, 16) % 3) for s in solutions]
 
 
-def test_the_continuous_reward_is_refused_where_nothing_is_timed():
+def test_the_continuous_and_sol_rewards_are_refused_where_nothing_is_timed():
     # t_compile / t of a correct reply judged at verify has no t: every such reply would score -1
     with pytest.raises(ValueError, match="needs the candidate timed"):
         JudgeReward(object(), kind="continuous", stage="verify")
+    with pytest.raises(ValueError, match="the sol reward needs the candidate timed"):
+        JudgeReward(object(), kind="sol", stage="verify")
     assert JudgeReward(object(), kind="continuous", stage="profile").kind == "continuous"
     assert JudgeReward(object(), kind="milestone", stage="verify").stage == "verify"
 
@@ -263,3 +265,18 @@ def test_a_verdict_whose_speed_did_not_settle_is_judged_again_not_kept(demo_task
     assert second.score == 3.0 and second.settled and not second.cached and pool.calls == 2
     third = asyncio.run(reward.score(reply, demo_tasks[0]))  # kept now
     assert third.score == 3.0 and third.cached and pool.calls == 2
+
+
+class SolPool(GroupPool):
+    """Gives every solution a correct verdict with a SOL score against torch.compile."""
+
+    async def evaluate_many(self, task, solutions, stage):
+        verdicts = await super().evaluate_many(task, solutions, stage)
+        for v in verdicts:
+            v.reward_sol = 0.625
+        return verdicts
+
+
+def test_the_sol_reward_pays_the_verdicts_sol_score(demo_tasks):
+    (result,) = asyncio.run(JudgeReward(SolPool(), kind="sol").score_many([files_reply(FAST)], demo_tasks[:1]))
+    assert result.score == 0.625 and result.fields["reward_sol"] == 0.625

@@ -48,6 +48,18 @@ def test_an_empty_dataset_is_refused_before_training(tmp_path):
     assert "is empty" in str(result.exception)
 
 
+def test_a_reward_the_stage_or_backend_cannot_pay_is_refused(tmp_path, fixtures_dir):
+    rows = tmp_path / "rows.parquet"
+    invoke("data", fixtures_dir / "tasks", "--out", rows, "--backend", "cpu")
+    result = invoke("warmup", "--engine", "trl", "--model", tmp_path, "--data", rows, "--device", "cpu",
+                    "--reward", "sol")
+    assert "roofline the judge draws only on CUDA devices" in str(result.exception)
+    result = invoke("warmup", "--engine", "trl", "--model", tmp_path, "--data", rows, "--reward", "speed")
+    assert "--reward takes milestone, continuous, sol" in str(result.exception)
+    result = invoke("rft", "--engine", "trl", "--model", tmp_path, "--data", rows, "--reward", "sol")
+    assert "--reward sol is for the RL stages" in str(result.exception)
+
+
 def test_a_model_path_that_does_not_exist_is_refused(tmp_path, fixtures_dir):
     rows = tmp_path / "rows.parquet"
     invoke("data", fixtures_dir / "tasks", "--out", rows, "--backend", "cpu")

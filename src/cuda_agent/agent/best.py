@@ -41,14 +41,14 @@ class BestSolution:
         return {"turn": self.turn, "stage": self.stage, "correct": bool(v.get("correct")),
                 "speedup_vs_compile": v.get("speedup_vs_compile"),
                 "speedup_vs_eager": v.get("speedup_vs_eager"), "reward": v.get("reward"),
-                "reward_continuous": v.get("reward_continuous")}
+                "reward_continuous": v.get("reward_continuous"), "reward_sol": v.get("reward_sol")}
 
     def event(self) -> dict[str, Any]:
         return {"type": "best", **self.summary(), "files": self.files}
 
     @classmethod
     def from_event(cls, event: dict[str, Any]) -> "BestSolution":
-        keys = ("correct", "speedup_vs_compile", "speedup_vs_eager", "reward", "reward_continuous")
+        keys = ("correct", "speedup_vs_compile", "speedup_vs_eager", "reward", "reward_continuous", "reward_sol")
         verdict = {k: event.get(k) for k in keys}
         return cls(turn=event["turn"], stage=event["stage"], verdict=verdict, files=dict(event["files"]))
 

@@ -14,7 +14,8 @@ ReAct loop (``loop.Episode``), verl's agent loop and TRL's multi-turn GRPO (``cu
 
 The reward is the outcome reward: 0 until the episode ends, then the reward of the best correct
 solution the judge found in it (the paper's evaluation takes the best solution of a trajectory),
--1 when there is none. ``reward_kind="continuous"`` gives the ablation's t_compile / t instead.
+-1 when there is none. ``reward_kind="continuous"`` gives the ablation's t_compile / t instead, and
+``reward_kind="sol"`` the SOL score against torch.compile (``judge.reward.sol_reward``).
 
 The environment has no randomness of its own (the judge draws its own secret seeds), so the seed
 of ``reset`` is only recorded in the info dict, as Gymnasium allows.
@@ -45,7 +46,10 @@ JUDGE_TOOLS = frozenset({"compile", "verify", "profile"})
 NUDGE = ("No tool was called. Continue by calling a tool (compile, verify and profile run the judge), "
          "or call `finish` if you are done.")
 CUT_OFF = "Your reply was cut off by the output limit. Keep replies shorter, and write large files in parts."
-REWARD_KINDS = ("milestone", "continuous")
+# Each reward kind and the verdict field it pays: the paper's milestones (Eq. 1), the ablation's
+# t_compile / t, and the SOL score against torch.compile (cuda only: the cpu backend draws no roofline).
+REWARD_FIELDS = {"milestone": "reward", "continuous": "reward_continuous", "sol": "reward_sol"}
+REWARD_KINDS = tuple(REWARD_FIELDS)
 TERMINAL_REASONS = frozenset({"finished", "no_tool_calls", "repeated_failure"})
 TRUNCATING_REASONS = frozenset({"max_turns", "max_wall_time"})
 
@@ -251,8 +255,7 @@ class KernelEnv:
         """The episode's reward so far: the best correct solution's, -1 without one."""
         if self.best is None:
             return -1.0
-        key = "reward" if self.reward_kind == "milestone" else "reward_continuous"
-        value = self.best.verdict.get(key)
+        value = self.best.verdict.get(REWARD_FIELDS[self.reward_kind])
         return float(value) if value is not None else -1.0
 
     def close(self) -> None:

@@ -118,6 +118,7 @@ def _stage_command(stage: str):
         max_completion: int = typer.Option(8192, "--max-completion-tokens", help="trl: tokens per completion."),
         episodes: int = typer.Option(8, "--episodes", help="collect: trajectories per task."),
         device: Optional[str] = typer.Option(None, "--device", help="trl: cuda or cpu (default: cuda when visible); also the judge's backend."),
+        reward_kind: str = typer.Option("milestone", "--reward", help="What the judge's reward pays: milestone (the paper's Eq. 1: -1, 1, 2, 3), continuous (t_compile / t) or sol (the SOL score against torch.compile, 0.5 at its time and 1 at the device's limit; cuda only). docs/training.md."),
         judge_concurrency: Optional[int] = typer.Option(None, "--judge-concurrency", help="Judge runs at once."),
         cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="The judge's cache."),
         judge_pool: Optional[str] = typer.Option(None, "--judge-pool", help="Where the reward's judges run: local (default), or ray (actors across the Ray cluster's GPUs; pip install 'cuda-agent\\[ray]')."),
@@ -138,6 +139,7 @@ def _stage_command(stage: str):
         from .pools import parse_gpus
 
         kept = {"keep_checkpoints": keep_checkpoints, "loggers": check_loggers(logger)}
+        _check_reward(reward_kind, stage, device)
         judge_gpu_list = parse_gpus(judge_gpus)
         layout = _layout(profile, stage, engine, gpus, nodes, sequence_parallel, judge_pool, ray_resource)
         if chosen := layout["profile"]:
@@ -156,7 +158,7 @@ def _stage_command(stage: str):
             _run_verl(stage, model, data_path, out_dir, dry_run, critic, resume_from, batch_size, rollout_n,
                       layout["gpus"], layout["nodes"], rollout, tool_format or "hermes", layout["sequence_parallel"], episodes,
                       device, judge_concurrency, cache_dir, layout["overrides"] + list(extra or []), judge,
-                      {**kept, "val_every": val_every, "val_data": val_data}, gpu_memory)
+                      {**kept, "val_every": val_every, "val_data": val_data, "reward_kind": reward_kind}, gpu_memory)
         else:
             if val_data is not None:
                 raise TrainError("--val-data is verl's: the trl engine does not validate during training")
@@ -164,7 +166,7 @@ def _stage_command(stage: str):
                 raise TrainError("--judge-gpus places the local pool's judges; a Ray pool's go where its resources say")
             _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, generations, max_completion,
                      episodes, device, judge_concurrency, cache_dir, {**judge, "gpus": judge_gpu_list},
-                     {**kept, "tool_format": tool_format})
+                     {**kept, "tool_format": tool_format}, reward_kind)
 
     command.__doc__ = {
         "warmup": "Stage 1: single-turn RL on the judge's reward (verl: PPO with a critic; trl: GRPO).",
@@ -275,8 +277,22 @@ def _check_memory(model: str, stage: str, directory: Path, gpu_memory_gib: float
         raise TrainError("this layout does not fit: " + "; ".join(problems))
 
 
+def _check_reward(kind: str, stage: str, device: str | None) -> None:
+    """Refuse a reward kind the stage or the judge's backend cannot pay."""
+    from ..agent.env import REWARD_KINDS
+
+    if kind not in REWARD_KINDS:
+        raise TrainError(f"--reward takes {', '.join(REWARD_KINDS)}, not {kind!r}")
+    if kind != "milestone" and stage in ("rft", "collect"):
+        raise TrainError(f"--reward {kind} is for the RL stages: {stage} keeps trajectories by the milestone reward "
+                         "(--min-reward of rft-data)")
+    if kind == "sol" and device == "cpu":
+        raise TrainError("--reward sol pays the SOL score, which needs the roofline the judge draws only on CUDA "
+                         "devices: use --reward milestone (or continuous) with the cpu backend")
+
+
 def _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, generations, max_completion, episodes,
-             device, judge_concurrency, cache_dir, judge, kept) -> None:
+             device, judge_concurrency, cache_dir, judge, kept, reward_kind="milestone") -> None:
     from .extras import require
     from .models import check_model_path, resolve_device
     from .rows import read_parquet
@@ -286,6 +302,7 @@ def _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, gen
     tool_format = trl_tool_format(stage, kept.pop("tool_format"))
     require("trl")
     device = resolve_device(device)
+    _check_reward(reward_kind, stage, device)  # the backend is known only now
     model = check_model_path(model)
     if data_path is None:
         raise TrainError(f"the {stage} stage needs --data (cuda-agent train data / rft-data builds it)")
@@ -317,11 +334,11 @@ def _run_trl(stage, model, data_path, out_dir, steps, epochs, learning_rate, gen
         from .trl_grpo import GRPOSettings, run_agentic_grpo, run_grpo
 
         settings = GRPOSettings(steps=steps, learning_rate=learning_rate or 3e-6, num_generations=generations,
-                                max_completion_length=max_completion, **kept)
+                                max_completion_length=max_completion, reward_kind=reward_kind, **kept)
         if stage == "warmup":
             from .reward import JudgeReward
 
-            reward = JudgeReward(pool, log_path=directory / "rewards.jsonl")
+            reward = JudgeReward(pool, kind=reward_kind, log_path=directory / "rewards.jsonl")
             final = run_grpo(model, rows, directory, reward, settings, device=device)
         else:
             final = run_agentic_grpo(model, rows, directory, pool, settings, device=device)

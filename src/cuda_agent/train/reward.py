@@ -2,7 +2,8 @@
 
 ``JudgeReward.score(reply, task)`` finds the solution in the reply (``replies``), checks its
 format, has the judge profile it through a judge pool and returns the paper's milestone reward
-(Eq. 1: -1, 1, 2, 3) or, with ``kind="continuous"``, the ablation's t_compile / t. It never
+(Eq. 1: -1, 1, 2, 3), with ``kind="continuous"`` the ablation's t_compile / t, or with ``kind="sol"``
+the SOL score against torch.compile (0.5 at its time, 1 at the device's limit; cuda only). It never
 raises for what the model wrote: a reply without a usable solution scores -1 with the reason,
 and so does a judge that fails or runs past ``timeout_s`` (stopped there by a pool that takes a
 time limit, ``pools.TrainJudgePool``).
@@ -35,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..agent.env import REWARD_KINDS
+from ..agent.env import REWARD_FIELDS, REWARD_KINDS
 from ..cluster.pool import group_timeout, split_group
 from ..errors import SolutionFormatError
 from ..judge.pools import JudgePool, stops_overdue_runs
@@ -48,7 +49,7 @@ TIMEOUTS = (asyncio.TimeoutError, concurrent.futures.TimeoutError, TimeoutError)
 
 
 REWARD_STAGES = ("verify", "profile")
-LOGGED_FIELDS = ("status", "correct", "reward", "reward_continuous", "speedup_vs_eager", "speedup_vs_compile",
+LOGGED_FIELDS = ("status", "correct", "reward", "reward_continuous", "reward_sol", "speedup_vs_eager", "speedup_vs_compile",
                  "stage", "error")
 
 
@@ -99,10 +100,10 @@ class JudgeReward:
             raise ValueError(f"reward kind must be one of {', '.join(KINDS)}, not {kind!r}")
         if stage not in REWARD_STAGES:
             raise ValueError(f"reward stage must be one of {', '.join(REWARD_STAGES)}, not {stage!r}")
-        if kind == "continuous" and stage != "profile":
-            # t_compile / t needs the candidate timed: at verify every correct reply would score -1.
-            raise ValueError("the continuous reward is t_compile / t, which needs the candidate timed: use "
-                             "stage='profile', or the milestone reward (which pays 1 for a correct reply at verify)")
+        if kind in ("continuous", "sol") and stage != "profile":
+            # Both need the candidate timed: at verify every correct reply would score alike.
+            raise ValueError(f"the {kind} reward needs the candidate timed: use stage='profile', or the milestone "
+                             "reward (which pays 1 for a correct reply at verify)")
         if concurrency < 1 or timeout_s <= 0:
             raise ValueError("reward concurrency must be at least 1 and timeout_s positive")
         self.pool, self.kind, self.stage = pool, kind, stage
@@ -222,7 +223,7 @@ class JudgeReward:
 
     def _result(self, verdict: Any, key: str) -> RewardResult:
         fields = verdict_fields(verdict)
-        value = verdict.reward if self.kind == "milestone" else verdict.reward_continuous
+        value = getattr(verdict, REWARD_FIELDS[self.kind])
         result = RewardResult(float(value), "" if verdict.correct else (verdict.error or verdict.status), fields,
                               False, key, speed_settled(verdict))
         if result.settled:

@@ -90,6 +90,7 @@ class StageOptions:
     rollout: str = "vllm"                # vllm or sglang
     tool_format: str = "hermes"          # the model's tool-call format, for verl's parsers
     judge_backend: str = "cuda"
+    reward_kind: str = "milestone"      # what the reward pays (agent.env.REWARD_FIELDS)
     judge_concurrency: int = 4
     judge_cache_dir: str | None = None
     judge_pool: str = "local"            # local: judges beside each verl worker; ray: actors of the cluster
@@ -136,7 +137,7 @@ def agent_loop_config(options: StageOptions) -> list[dict[str, Any]]:
     validation-only run, so a rerun samples every task again, and the RFT builder keeps only the
     newest run's trajectories of each task instead of counting both."""
     config = {"name": AGENT_NAME, "_target_": "cuda_agent.train.verl_loop.CudaAgentLoop",
-              "judge": judge_settings(options),
+              "judge": judge_settings(options), "reward_kind": options.reward_kind,
               "trajectory_dir": str(options.directory / "trajectories"),
               "workspace_root": str(options.directory / "workspaces")}
     if options.stage == "collect":
@@ -184,7 +185,7 @@ def _long_context(options: StageOptions, context: int) -> dict[str, Any]:
 
 def reward_kwargs(options: StageOptions) -> dict[str, Any]:
     """``reward.custom_reward_function.reward_kwargs``: verl_reward.compute_score's settings."""
-    return {**judge_settings(options), "log_path": str(options.directory / REWARD_LOG)}
+    return {**judge_settings(options), "kind": options.reward_kind, "log_path": str(options.directory / REWARD_LOG)}
 
 
 def resume_step(path: str) -> int:

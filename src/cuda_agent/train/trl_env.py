@@ -31,8 +31,9 @@ _log_lock = threading.Lock()
 class KernelToolEnv:
     """One rollout's workspace. Build instances with ``environment_factory``."""
 
-    def __init__(self, pool: JudgePool, root: Path, log_path: Path | None = None) -> None:
-        self._env = KernelEnv(pool, Path(root) / uuid.uuid4().hex[:12])
+    def __init__(self, pool: JudgePool, root: Path, log_path: Path | None = None,
+                 reward_kind: str = "milestone") -> None:
+        self._env = KernelEnv(pool, Path(root) / uuid.uuid4().hex[:12], reward_kind=reward_kind)
         self._log_path = log_path
         self._task_id = ""
 
@@ -120,11 +121,12 @@ def _docstrings_from_tool_schemas() -> None:
 _docstrings_from_tool_schemas()
 
 
-def environment_factory(pool: JudgePool, root: Path, log_path: Path | None = None) -> Callable[[], KernelToolEnv]:
+def environment_factory(pool: JudgePool, root: Path, log_path: Path | None = None,
+                        reward_kind: str = "milestone") -> Callable[[], KernelToolEnv]:
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
 
     def make() -> KernelToolEnv:
-        return KernelToolEnv(pool, root, log_path)
+        return KernelToolEnv(pool, root, log_path, reward_kind)
 
     return make

@@ -45,6 +45,7 @@ class GRPOSettings:
     seed: int = 0
     keep_checkpoints: int = 3
     loggers: tuple[str, ...] = ("console",)  # extras.check_loggers
+    reward_kind: str = "milestone"       # agentic: what an episode's outcome pays (agent.env.REWARD_FIELDS)
 
 
 def completion_text(completion: Any) -> str:
@@ -153,7 +154,7 @@ def run_agentic_grpo(model: str, rows: list[dict[str, Any]], out: Path, pool: Ju
     if (out / FINAL / "config.json").is_file():
         return out / FINAL
     tokenizer = transformers.AutoTokenizer.from_pretrained(model)
-    factory = environment_factory(pool, env_root or out / "envs", out / EPISODES_FILE)
+    factory = environment_factory(pool, env_root or out / "envs", out / EPISODES_FILE, settings.reward_kind)
     trainer = trl.GRPOTrainer(model=model, args=grpo_config(out, settings, device,
                                                             max_tool_calling_iterations=settings.max_tool_calling_iterations),
                               train_dataset=grpo_dataset(rows), processing_class=tokenizer, environment_factory=factory,

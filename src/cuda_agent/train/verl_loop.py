@@ -93,7 +93,7 @@ def message_dict(message: Message) -> dict[str, Any]:
 class CudaAgentLoop(AgentLoopBase):
     def __init__(self, *args: Any, judge: dict | None = None, trajectory_dir: str | None = None,
                  workspace_root: str | None = None, max_tool_chars: int | None = None, pool: JudgePool | None = None,
-                 run_id: str | None = None, **kwargs: Any) -> None:
+                 run_id: str | None = None, reward_kind: str = "milestone", **kwargs: Any) -> None:
         kwargs.pop("tools", None)  # verl's tool list: this loop runs the agent's own tools
         super().__init__(*args, **kwargs)
         multi_turn = self.rollout_config.multi_turn
@@ -105,12 +105,13 @@ class CudaAgentLoop(AgentLoopBase):
         self.trajectory_dir = Path(trajectory_dir) if trajectory_dir else None
         self.workspace_root = Path(workspace_root) if workspace_root else None
         self.run_id = run_id
+        self.reward_kind = reward_kind
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         task = task_of_row(kwargs.get("extra_info"))
         settings = EnvSettings(max_turns=self.max_turns, max_tool_chars=self.max_tool_chars)
         directory = self.workspace_root / uuid.uuid4().hex[:16] if self.workspace_root else None
-        env = KernelEnv(self.pool, directory, settings=settings)
+        env = KernelEnv(self.pool, directory, settings=settings, reward_kind=self.reward_kind)
         started = time.monotonic()
         try:
             return await self._episode(env, task, sampling_params, started)

@@ -3,8 +3,8 @@
 verl calls ``compute_score(data_source, solution_str, ground_truth, extra_info, **reward_kwargs)``
 for every single-turn response; the task comes back from the row's ``extra_info.ref_arch_src``.
 The judge pool and the reward cache live once per reward worker process. ``reward_kwargs``
-(``reward.custom_reward_function.reward_kwargs``) may set ``backend``, ``kind`` (milestone or
-continuous), ``concurrency``, ``timeout_s``, ``cache_dir`` and ``log_path``. The returned dict
+(``reward.custom_reward_function.reward_kwargs``) may set ``backend``, ``kind`` (milestone,
+continuous or sol), ``concurrency``, ``timeout_s``, ``cache_dir`` and ``log_path``. The returned dict
 holds ``score`` and the verdict's fields, which verl logs as ``reward_extra_info``: always the
 same keys, whatever the outcome, since verl takes a batch's keys from its first sample. It never
 raises: a row whose task does not load, or a reply with no solution, scores -1 with the reason.
@@ -41,7 +41,7 @@ def shared_reward(options: dict[str, Any]) -> JudgeReward:
 # Every result carries the same keys with values of one type each: verl builds its batch fields
 # from the first sample's keys and reads them from every other sample, and puts each key's values
 # in one array. A field the verdict does not have (no solution, a timeout) gets its placeholder.
-EXTRA_INFO = {"reason": "", "status": "", "correct": False, "reward": -1.0, "reward_continuous": -1.0,
+EXTRA_INFO = {"reason": "", "status": "", "correct": False, "reward": -1.0, "reward_continuous": -1.0, "reward_sol": -1.0,
               "speedup_vs_eager": 0.0, "speedup_vs_compile": 0.0, "stage": "", "error": "",
               "candidate_ms": 0.0, "eager_ms": 0.0, "compile_ms": 0.0, "cached": False}
 
