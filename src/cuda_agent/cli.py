@@ -381,6 +381,8 @@ def synth(
     timeout_s: float = typer.Option(600.0, "--timeout", help="Seconds allowed for one candidate's checks."),
     max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Stop after this long, write what was accepted; rerun to go on."),
     seeds_only: bool = typer.Option(False, "--seeds-only", help="Crawl the seed operators, write OUT/seeds.json and stop."),
+    multi_shape_share: float = typer.Option(0.0, "--multi-shape-share", help="Share of offline tasks declaring workloads at other batch sizes, held-out ones allowed (docs/workloads.md)."),
+    half_share: float = typer.Option(0.0, "--half-share", help="Share of offline tasks computing in bfloat16 or float16."),
     pool_kind: str = PoolOpt,
     ray_address: Optional[str] = RayAddressOpt,
     device: Optional[str] = DeviceOpt,
@@ -406,7 +408,8 @@ def synth(
         seed=seed, window_ms=(low, high), max_tensor_bytes=int(max_tensor_gb * 2**30),
         kernelbench=str(kernelbench.resolve()) if kernelbench else None, model=model, provider=provider,
         base_url=base_url, include_transformers=not no_transformers, timeout_s=timeout_s,
-        max_minutes=max_minutes, pool=pool_kind, ray_address=ray_address)
+        max_minutes=max_minutes, pool=pool_kind, ray_address=ray_address, multi_shape_share=multi_shape_share,
+        half_share=half_share)
     state, catalogue, written = run_synthesis(options, console=err, seeds_only=seeds_only)
     counts = catalogue.counts()
     out.print("seeds: " + ", ".join(f"{k} {v}" for k, v in counts.items()))

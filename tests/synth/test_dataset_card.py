@@ -288,3 +288,16 @@ def test_the_timing_plot_says_the_window_applies_to_the_gpu_estimate(tmp_path, m
     title, legend = figures[-1]
     assert "window 1 - 100 ms" in legend and "accepted (5)" in legend
     assert not any("estimate" in text for text in legend + [title])
+
+
+def test_the_card_counts_tasks_beyond_one_float32_shape(tmp_path):
+    outcomes = sample()
+    outcomes[0].candidate.batch_sizes = [64, 32, 16]
+    outcomes[1].candidate.dtype = "bfloat16"
+    _, _, readme = build(tmp_path, outcomes)
+    assert "Tasks declaring several workloads: 1. By dtype: bfloat16 1, float32 4." in readme.read_text()
+    assert summarize(outcomes, None, SETTINGS)["shapes_and_dtypes"] == {
+        "multi_shape": 1, "dtypes": {"bfloat16": 1, "float32": 4}}
+    # A run of float32 tasks of one shape (the paper's) says nothing of it.
+    _, _, plain = build(tmp_path / "plain", sample())
+    assert "Tasks declaring several workloads" not in plain.read_text()

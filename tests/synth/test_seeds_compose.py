@@ -98,6 +98,43 @@ def test_composed_tasks_are_valid_and_match_their_recorded_shapes(crawl):
     assert made >= 8
 
 
+def test_shares_of_the_tasks_declare_workloads_or_compute_in_16_bits(crawl):
+    from cuda_agent.workloads import parse_plan
+
+    settings = ComposeSettings(window_ms=(0.01, 0.3), max_tensor_bytes=1 << 24, multi_shape_share=1.0, half_share=1.0)
+    composer = OfflineComposer(crawl.seeds, settings)
+    rng = random.Random(3)
+    shaped = halved = 0
+    for index in range(12):
+        cand = composer.compose_torch(index, 1 + index % 3, rng)
+        if cand is None:
+            continue
+        validate_task_source(cand.code, "composed")
+        ns = _exec(cand.code)
+        if cand.batch_sizes:  # every declared batch size, and an odd one (held out), runs for real
+            shaped += 1
+            plan = parse_plan({"workloads": ns["get_workloads"](), "varying": list(ns["VARYING_AXES"]),
+                               "defaults": {"batch_size": ns["batch_size"]}}, "composed")
+            assert [w.axes["batch_size"] for w in plan.workloads] == cand.batch_sizes
+            assert cand.batch_sizes[0] == ns["batch_size"] and len(set(cand.batch_sizes)) == len(cand.batch_sizes)
+        dtype = getattr(torch, cand.dtype)
+        halved += cand.dtype != "float32"
+        for batch in cand.batch_sizes[1:] or [ns["batch_size"]]:
+            ns["batch_size"] = batch
+            torch.manual_seed(0)
+            model = ns["Model"](*ns["get_init_inputs"]())
+            (x,) = ns["get_inputs"]()
+            assert x.dtype == dtype and all(p.dtype == dtype for p in model.parameters() if p.is_floating_point())
+            with torch.no_grad():
+                model(x)
+    assert shaped >= 3 and halved >= 3
+    # Asked for none, the composer draws nothing more: a run makes what it made before.
+    plain = OfflineComposer(crawl.seeds, ComposeSettings(window_ms=(0.01, 0.3), max_tensor_bytes=1 << 24))
+    first = plain.compose_torch(5, 2, random.Random(11))
+    assert first is not None and first.dtype == "float32" and first.batch_sizes == []
+    assert "get_workloads" not in first.code
+
+
 def test_composition_depends_only_on_the_seed_of_its_index(crawl):
     composer = OfflineComposer(crawl.seeds)
     first = composer.compose_torch(3, 2, random.Random("0:3"))

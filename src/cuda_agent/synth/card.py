@@ -131,6 +131,9 @@ def summarize(outcomes: list[Outcome], seed_counts: dict[str, int] | None,
         "filters": filters,
         "rejected_by": rejected_by,
         "op_mix": op_mix,
+        # Tasks beyond one float32 shape (--multi-shape-share, --half-share).
+        "shapes_and_dtypes": {"multi_shape": sum(bool(o.candidate.batch_sizes) for o in accepted),
+                              "dtypes": dict(sorted(Counter(o.candidate.dtype for o in accepted).items()))},
         "composers": dict(sorted(Counter(o.candidate.composer for o in accepted).items())),
         "eager_ms": _distribution(_finite(o.eager_ms for o in accepted)),
         "estimate_ms": _distribution(_finite(o.candidate.estimate_ms for o in accepted)),
@@ -429,6 +432,10 @@ def render_card(stats: dict, *, similarity_plot: bool = False) -> str:
         out.append(f"| {_cell(row['category'])} | {row['tasks']} | {_pct(row['share'])} | "
                    f"{_pct(row['paper_share'])} |")
     out += ["", "The paper's shares are over its 6,000 tasks.", ""]
+    beyond = stats.get("shapes_and_dtypes") or {}
+    if beyond.get("multi_shape") or set(beyond.get("dtypes") or {}) - {"float32"}:
+        dtypes = ", ".join(f"{name} {count}" for name, count in beyond["dtypes"].items())
+        out += [f"Tasks declaring several workloads: {beyond['multi_shape']}. By dtype: {dtypes}.", ""]
 
     out += ["## Filters", "",
             "A candidate reaches a filter when it passed every earlier one.", "",

@@ -7,7 +7,9 @@ chosen with the roofline estimate (``estimate``) so the task lands inside the wo
 the target GPU, with no tensor larger than the memory bound.
 
 The source mirrors KernelBench's style: module-level size constants, constructor arguments passed
-through ``get_init_inputs()``, float32 inputs from ``torch.randn``.
+through ``get_init_inputs()``, float32 inputs from ``torch.randn``. Shares of the tasks, where
+asked for, declare workloads at other batch sizes (``workload_batches``) or compute in bfloat16
+or float16 (``half_dtype``).
 """
 
 from __future__ import annotations
@@ -80,11 +82,11 @@ class _Steps(nn.Module):
         return x
 
 
-def run_chain(chain: Chain, batch: int) -> torch.Tensor:
+def run_chain(chain: Chain, batch: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """The chain's output for a meta input at ``batch``: its shape, with nothing computed."""
     with warnings.catch_warnings(), torch.device("meta"):
         warnings.simplefilter("ignore")
-        return _Steps(chain)(torch.empty(chain.input_shape(batch)))
+        return _Steps(chain).to(dtype)(torch.empty(chain.input_shape(batch), dtype=dtype))
 
 
 def estimate_chain(chain: Chain, batch: int, profile: GpuProfile = H100) -> Estimate:
@@ -174,11 +176,16 @@ class OfflineComposer:
                 continue
             if estimate.ms < self.settings.window_ms[0] * 1.2 or estimate.ms > self.settings.window_ms[1] / 1.2:
                 continue  # cannot be sized into the window (memory-bound below it, or too heavy)
+            # Drawn only where asked for, so that a run without them composes what it did before.
+            batches = (workload_batches(chain, batch)
+                       if self.settings.multi_shape_share and rng.random() < self.settings.multi_shape_share else [])
+            dtype = (half_dtype(chain, batch, rng)
+                     if self.settings.half_share and rng.random() < self.settings.half_share else "float32")
             return Candidate(
-                index=index, code=render_chain(chain, batch), ops=[s.seed.name for s in chain.steps],
+                index=index, code=render_chain(chain, batch, batches, dtype), ops=[s.seed.name for s in chain.steps],
                 data_source=f"torch#{n_ops}", composer="offline",
                 input_shapes=[list(chain.input_shape(batch))], output_shape=list(out.shape),
-                estimate_ms=round(estimate.ms, 4))
+                estimate_ms=round(estimate.ms, 4), dtype=dtype, batch_sizes=batches)
         return None
 
     # -- transformers -----------------------------------------------------------------------------
@@ -202,6 +209,34 @@ class OfflineComposer:
         return self.compose_torch(index, int(category.split("#")[1]), rng)
 
 
+# -- workloads and dtypes -----------------------------------------------------------------------
+HALF_DTYPES = ("bfloat16", "float16")
+
+
+def workload_batches(chain: Chain, batch: int) -> list[int]:
+    """Batch sizes for a task's declared workloads: its own, and a half and a quarter of it, each
+    one the chain runs at; none where the chain does not run at other batch sizes (an odd one
+    too: held-out workloads draw such sizes), so the task keeps its one shape."""
+    others = sorted({b for b in (batch // 2, batch // 4) if 1 <= b < batch}, reverse=True)
+    odd = max(1, batch // 2 - 1) | 1
+    try:
+        for b in [*others, odd]:
+            run_chain(chain, b)
+    except Exception:  # the chain fits its own batch only (a transpose moved the batch dim)
+        return []
+    return [batch, *others] if others else []
+
+
+def half_dtype(chain: Chain, batch: int, rng: random.Random) -> str:
+    """bfloat16 or float16, drawn, where every step of the chain takes it; else float32."""
+    name = rng.choice(HALF_DTYPES)
+    try:
+        run_chain(chain, batch, getattr(torch, name))
+    except Exception:  # a step without that dtype
+        return "float32"
+    return name
+
+
 # -- rendering ------------------------------------------------------------------------------------
 
 def _snake(name: str) -> str:
@@ -218,8 +253,10 @@ def _literal(value: Any) -> str:
     return repr(value)
 
 
-def render_chain(chain: Chain, batch: int) -> str:
-    """The task's source: Model applies the chain's steps in order to one input tensor."""
+def render_chain(chain: Chain, batch: int, batches: list[int] | None = None, dtype: str = "float32") -> str:
+    """The task's source: Model applies the chain's steps in order to one input tensor; with
+    ``batches``, one declared workload per batch size (any other allowed in held-out ones); in
+    ``dtype``, its parameters and input."""
     constants: dict[str, Any] = {"batch_size": batch, **chain.dims}
     init_params: list[str] = []
     init_lines: list[str] = []
@@ -261,6 +298,14 @@ def render_chain(chain: Chain, batch: int) -> str:
     consts = "\n".join(f"{name} = {_literal(value)}" for name, value in constants.items())
     dims = ", ".join(["batch_size", *chain.dims])
     init_inputs = ", ".join(init_params)
+    if dtype != "float32":
+        body_init += f"\n        self.to(torch.{dtype})"
+    dtype_arg = f", dtype=torch.{dtype}" if dtype != "float32" else ""
+    workloads = ""
+    if batches:
+        listed = ", ".join(f'{{"name": "batch{b}", "axes": {{"batch_size": {b}}}}}' for b in batches)
+        workloads = (f"\n\ndef get_workloads():\n    return [{listed}]\n\n\n"
+                     'VARYING_AXES = ("batch_size",)\n')
     return f'''import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -281,9 +326,9 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn({dims})]
+    return [torch.randn({dims}{dtype_arg})]
 
 
 def get_init_inputs():
     return [{init_inputs}]
-'''
+{workloads}'''

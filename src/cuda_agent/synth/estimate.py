@@ -146,6 +146,10 @@ class ComposeSettings:
     window_ms: tuple[float, float] = (1.0, 100.0)
     max_tensor_bytes: int = 1 << 30
     profile: GpuProfile = H100
+    # Shares of the offline composer's tasks that declare several workloads (other batch sizes,
+    # held-out ones allowed: docs/workloads.md), and that compute in bfloat16 or float16.
+    multi_shape_share: float = 0.0
+    half_share: float = 0.0
 
     def target_range(self) -> tuple[float, float]:
         """Aim inside the window with margin for the estimate's error: [2 x min, max / 2.5]."""

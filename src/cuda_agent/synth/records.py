@@ -103,6 +103,8 @@ class Candidate:
     output_shape: list[int] | None = None
     estimate_ms: float | None = None
     stochastic_ops: list[str] = field(default_factory=list)
+    dtype: str = "float32"          # what the task computes in
+    batch_sizes: list[int] = field(default_factory=list)  # its declared workloads' batch sizes (none: one)
 
     @property
     def n_ops(self) -> int:

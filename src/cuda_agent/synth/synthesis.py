@@ -60,13 +60,17 @@ class SynthOptions:
     max_minutes: float | None = None             # stop starting candidates after this long
     pool: str = "local"                          # worker processes here, or "ray": a Ray cluster's
     ray_address: str | None = None               # with pool="ray": HOST:PORT, or None to start one here
+    multi_shape_share: float = 0.0               # offline tasks declaring workloads at other batch sizes
+    half_share: float = 0.0                      # offline tasks in bfloat16 or float16
 
     def fingerprint(self) -> dict[str, Any]:
         """The settings that change which tasks are made and accepted: a resumed run must match."""
+        shares = {name: value for name, value in (("multi_shape_share", self.multi_shape_share),
+                                                  ("half_share", self.half_share)) if value}
         return json.loads(json.dumps({"device": self.device, "seed": self.seed, "window_ms": list(self.window_ms),
                 "max_tensor_bytes": self.max_tensor_bytes, "kernelbench": self.kernelbench,
                 "model": self.model, "mix": self.mix, "include_transformers": self.include_transformers,
-                "filters": FilterSettings(window_ms=self.window_ms).to_dict()}))
+                "filters": FilterSettings(window_ms=self.window_ms).to_dict(), **shares}))
 
 
 @dataclass
@@ -180,6 +184,11 @@ def check_options(options: SynthOptions) -> None:
         raise SynthesisError("--workers, --timeout and --max-tensor-gb must be more than 0")
     if options.max_minutes is not None and options.max_minutes <= 0:
         raise SynthesisError("--max-minutes must be more than 0")
+    if not (0 <= options.multi_shape_share <= 1 and 0 <= options.half_share <= 1):
+        raise SynthesisError("--multi-shape-share and --half-share are shares of the tasks, from 0 to 1")
+    if options.model and (options.multi_shape_share or options.half_share):
+        raise SynthesisError("--multi-shape-share and --half-share set what the offline composer makes; an LLM "
+                             "composer (--model) writes its own tasks: leave them out, or --model")
     if options.kernelbench:
         from ..bench.kernelbench import levels_root
 
@@ -195,7 +204,9 @@ class Synthesizer:
         self.options = options
         self.catalogue = catalogue
         self.on_progress = on_progress
-        self.composer = OfflineComposer(catalogue.seeds, ComposeSettings(options.window_ms, options.max_tensor_bytes))
+        self.composer = OfflineComposer(catalogue.seeds, ComposeSettings(
+            options.window_ms, options.max_tensor_bytes, multi_shape_share=options.multi_shape_share,
+            half_share=options.half_share))
         # Kinds that cannot be made here (no transformers seeds) leave the mix, which is
         # renormalised; otherwise their deficit would grow for ever and stall the run.
         makeable = {k: v for k, v in options.mix.items()
