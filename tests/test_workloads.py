@@ -99,3 +99,11 @@ def test_a_get_workloads_that_raises_names_the_task_and_the_error(task):
 
 def test_a_workload_describes_itself_by_its_values():
     assert Workload("w", {"n": 3}, held_out=True).describe() == "held-out workload w (n=3)"
+
+
+def test_workloads_must_hold_plain_values(task):
+    with_dtype = task_from_source(task.source.replace('"axes": {"batch_size": 256, "features": 256}',
+                                                      '"axes": {"batch_size": 256, "dtype": torch.float16}'),
+                                  "dtyped", "dtyped.py")
+    with pytest.raises(TaskFormatError, match=r"dtyped\.py: .*must hold plain values .* a dtype by its name"):
+        read_plan(with_dtype)

@@ -107,8 +107,13 @@ for w in workloads if isinstance(workloads, (list, tuple)) else ():
         names.update(w["axes"])
 names.update(varying if isinstance(varying, (list, tuple)) else ())
 defaults = {n: module.__dict__[n] for n in sorted(names) if n in module.__dict__}
-print(json.dumps({"workloads": workloads, "varying": list(varying) if isinstance(varying, (list, tuple)) else varying,
-                  "defaults": defaults}, default=repr))
+try:
+    declared = json.dumps({"workloads": workloads,
+                           "varying": list(varying) if isinstance(varying, (list, tuple)) else varying})
+except (TypeError, ValueError) as exc:
+    sys.exit(f"get_workloads() and VARYING_AXES must hold plain values (numbers, strings, bools; a dtype by "
+             f"its name, such as \"bfloat16\"): {exc}")
+print(json.dumps({**json.loads(declared), "defaults": json.loads(json.dumps(defaults, default=repr))}))
 """
 
 
@@ -127,6 +132,9 @@ def read_plan(task: Task) -> WorkloadPlan:
     if done.returncode != 0:
         tail = done.stderr.strip().splitlines()[-1:] or ["no message"]
         raise TaskFormatError(f"task {task.origin}: importing it and calling get_workloads() failed: {tail[0]}")
+    if not done.stdout.strip():
+        raise TaskFormatError(f"task {task.origin}: get_workloads() was not read: the task's import printed nothing "
+                              "and exited")
     plan = parse_plan(json.loads(done.stdout.strip().splitlines()[-1]), task.origin)
     with _PLANS_LOCK:
         _PLANS[task.sha256] = plan
