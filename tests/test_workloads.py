@@ -64,12 +64,31 @@ def test_held_out_workloads_take_sizes_the_task_never_declared(task):
             base = next(d for d in plan.workloads if d.axes["features"] == w.axes["features"])
             assert (w.atol, w.rtol) == (base.atol, base.rtol)
     assert held_out(plan, random.Random(1)) == held_out(plan, random.Random(1))
-    assert held_out(parse_plan({"workloads": [{"axes": {"n": 4}}]}, "t"), random.Random(0)) == []
+    assert held_out(parse_plan({"workloads": [{"axes": {"n": 4}}], "defaults": {"n": 4}}, "t"),
+                    random.Random(0)) == []
 
 
-def test_held_out_sizes_go_past_the_largest_when_the_range_is_all_declared():
-    plan = parse_plan({"workloads": [{"axes": {"n": 1}}, {"axes": {"n": 2}}], "varying": ["n"]}, "t")
-    assert {w.axes["n"] for w in held_out(plan, random.Random(0))} == {3}
+def test_held_out_sizes_go_past_the_largest_only_when_the_range_is_all_declared():
+    plan = parse_plan({"workloads": [{"axes": {"n": 1}}, {"axes": {"n": 2}}], "varying": ["n"],
+                       "defaults": {"n": 1}}, "t")
+    assert [w.axes["n"] for w in held_out(plan, random.Random(0))] == [3]  # one: no two alike
+
+
+def test_held_out_workloads_are_never_two_alike():
+    plan = parse_plan({"workloads": [{"axes": {"n": 4}}], "varying": ["n"], "defaults": {"n": 4}}, "t")
+    for seed in range(20):
+        drawn = [w.axes["n"] for w in held_out(plan, random.Random(seed))]
+        assert len(drawn) == len(set(drawn)) and set(drawn) <= {2, 3}
+
+
+def test_an_axis_the_task_does_not_define_is_refused():
+    with pytest.raises(TaskFormatError, match="'batchsize' is not a module-level name of the task"):
+        parse_plan({"workloads": [{"axes": {"batchsize": 4}}], "defaults": {}}, "t.py")
+
+
+def test_a_workload_may_set_an_infinite_value(task):
+    sub = variant(task, Workload("inf", {"batch_size": 4, "fill": float("-inf")}))
+    assert run_source(sub.source).fill == float("-inf")
 
 
 @pytest.mark.parametrize(("data", "message"), [
@@ -80,7 +99,7 @@ def test_held_out_sizes_go_past_the_largest_when_the_range_is_all_declared():
     ({"workloads": [{"name": "a", "axes": {}}, {"name": "a", "axes": {}}]}, "two workloads are named 'a'"),
     ({"workloads": [{"axes": {"not a name": 1}}]}, "is not a module-level name"),
     ({"workloads": [{"axes": {"n": [1, 2]}}]}, "holds a number, a string or a bool"),
-    ({"workloads": [{"axes": {"n": 2.5}}], "varying": ["n"]}, "must be a positive integer"),
+    ({"workloads": [{"axes": {"n": 2.5}}], "varying": ["n"], "defaults": {"n": 1}}, "must be a positive integer"),
     ({"workloads": [{"axes": {"n": 2}}], "varying": "n"}, "VARYING_AXES must be a tuple"),
 ])
 def test_malformed_workloads_are_refused_with_what_to_write(data, message):

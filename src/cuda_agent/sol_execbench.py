@@ -34,6 +34,7 @@ from typing import Any
 
 from .errors import TaskFormatError
 from .task import Task, natural_key, task_from_source
+from .workloads import python_literal
 
 SOURCE_FORMAT = "sol-execbench"
 DEFINITION_FILE = "definition.json"
@@ -189,17 +190,6 @@ def _bound_names(tree: ast.Module) -> set[str]:
         elif isinstance(node, ast.NamedExpr):
             names.add(node.target.id)
     return names
-
-
-def _literal(value: Any) -> str:
-    """Python source for a JSON value (non-finite floats included)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return f'float("{value}")'
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_literal(v) for v in value) + "]"
-    return repr(value)
 
 
 def _fresh(name: str, taken: set[str]) -> str:
@@ -777,7 +767,7 @@ class _Problem:
                 lines.append(f"{name} = {first.axes[name]!r}  # var{note}".replace("\n", " "))
         for tensor in self.inputs:
             if self.sources[tensor.name] == "scalar":
-                lines.append(f"{tensor.name} = {_literal(first.scalars[tensor.name])}  # scalar input")
+                lines.append(f"{tensor.name} = {python_literal(first.scalars[tensor.name])}  # scalar input")
         lines += ["", f"VARYING_AXES = {tuple(self.varying)!r}"]
         parts.append("\n".join(lines))
 
@@ -868,6 +858,6 @@ class _Problem:
             if w.tolerance is not None:
                 item["atol"] = w.tolerance.get("max_atol", DEFAULT_TOLERANCE)
                 item["rtol"] = w.tolerance.get("max_rtol", DEFAULT_TOLERANCE)
-            items.append(_literal(item))
+            items.append(python_literal(item))
         return ('def get_workloads():\n    """The problem\'s workloads: the values each sets, and its tolerance."""\n'
                 "    return [" + "".join(f"\n        {item}," for item in items) + "\n    ]")

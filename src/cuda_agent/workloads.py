@@ -177,6 +177,12 @@ def parse_plan(data: dict[str, Any], origin: str) -> WorkloadPlan:
     if not isinstance(varying, list) or not all(isinstance(a, str) for a in varying):
         raise TaskFormatError(f"task {origin}: VARYING_AXES must be a tuple of axis names")
     defaults = data.get("defaults") or {}
+    # A name the task does not define would set nothing it reads: the workload would be the
+    # task as written, judged again under another name.
+    unknown = sorted({axis for w in workloads for axis in w.axes} - set(defaults))
+    if unknown:
+        raise TaskFormatError(f"{where}: {', '.join(map(repr, unknown))} is not a module-level name of the task; "
+                              "a workload's axes are names the task defines (and get_inputs reads when called)")
     for axis in varying:
         values = [w.axes.get(axis, defaults.get(axis)) for w in workloads]
         if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
@@ -186,20 +192,24 @@ def parse_plan(data: dict[str, Any], origin: str) -> WorkloadPlan:
 
 
 def held_out(plan: WorkloadPlan, rng: random.Random, count: int = HELD_OUT) -> list[Workload]:
-    """``count`` workloads the task did not declare: a declared workload with each varying axis
-    set to another size, drawn from ``rng`` between half the smallest declared size and the
-    largest, odd where it can be (a size no tile divides), none the task declared. No larger
-    than the largest declared, so a held-out workload needs no more memory than a declared one."""
+    """Up to ``count`` workloads the task did not declare, each unlike the others: a declared
+    workload with each varying axis set to another size, drawn from ``rng`` between half the
+    smallest declared size and the largest, odd where it can be (a size no tile divides), none
+    the task declared; one more than the largest only where every smaller size is declared.
+    So a held-out workload needs no more memory than a declared one, or next to none more."""
     if not plan.varying:
         return []
-    out = []
-    for k in range(count):
+    out: list[Workload] = []
+    for _ in range(8 * count):
+        if len(out) == count:
+            break
         base = rng.choice(plan.workloads)
         axes = dict(base.axes)
         for axis in plan.varying:
             declared = {w.axes.get(axis, plan.defaults.get(axis)) for w in plan.workloads}
             axes[axis] = _other_size(declared, rng)
-        out.append(Workload(f"held-out-{k + 1}", axes, base.atol, base.rtol, held_out=True))
+        if all(axes != w.axes for w in out):
+            out.append(Workload(f"held-out-{len(out) + 1}", axes, base.atol, base.rtol, held_out=True))
     return out
 
 
@@ -207,7 +217,7 @@ def _other_size(declared: set[int], rng: random.Random) -> int:
     low, high = max(1, min(declared) // 2), max(declared)
     for _ in range(64):
         n = rng.randint(low, high)
-        if n % 2 == 0 and n + 1 <= high:
+        if n % 2 == 0 and n + 1 <= high and n + 1 not in declared:
             n += 1
         if n not in declared:
             return n
@@ -217,11 +227,22 @@ def _other_size(declared: set[int], rng: random.Random) -> int:
 def variant(task: Task, workload: Workload) -> Task:
     """``task`` at ``workload``: its source with the workload's values set at the end, judged
     as a task of its own."""
-    values = json.loads(json.dumps(workload.axes))  # plain values, whose repr is Python source
     footer = (f"\n\n# The judge's workload {workload.name!r}: these module-level names take these values.\n"
-              f"globals().update({values!r})\n")
+              f"globals().update({python_literal(workload.axes)})\n")
     metadata = {**task.metadata, VARIANT_KEY: workload.to_dict()}
     return replace(task, name=f"{task.name}[{workload.name}]", source=task.source + footer, metadata=metadata)
+
+
+def python_literal(value: Any) -> str:
+    """Python source for a JSON value; infinities and NaN, which have no literal, as
+    float("inf") and the like."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f'float("{value}")'
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{python_literal(k)}: {python_literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(python_literal(v) for v in value) + "]"
+    return repr(value)
 
 
 def tolerance_of(task: Task) -> dict[str, float]:

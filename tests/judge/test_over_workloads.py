@@ -45,7 +45,7 @@ def timed(eager: float, compile_: float, withheld: str | None = None, sol: float
 
 
 PLAN = parse_plan({"workloads": [{"name": "a", "axes": {"n": 8}}, {"name": "b", "axes": {"n": 16}}],
-                   "varying": ["n"]}, "t.py")
+                   "varying": ["n"], "defaults": {"n": 8}}, "t.py")
 A, B = PLAN.workloads
 HIDDEN = Workload("held-out-1", {"n": 11}, held_out=True)
 
@@ -163,3 +163,19 @@ def test_a_sol_execbench_problem_is_judged_over_its_workloads(cpu_judge, fixture
     assert [w["name"] for w in declared] == ["rms-b7", "rms-b1", "rms-b16"]
     assert (declared[1]["atol"], declared[1]["rtol"]) == (1e-05, 1e-04)  # workload.jsonl's own tolerance
     assert all(w["axes"]["batch_size"] not in (1, 7, 16) for w in verdict.workloads if w["held_out"])
+
+
+def test_a_failure_at_a_size_the_judge_drew_that_is_the_tasks_is_passed_over(task):
+    reference_failed = Verdict(status="runtime_error", stage="verify", error="the reference raised",
+                               settings={"fault": "task"})
+    out = combine(task, PLAN, [(HIDDEN, reference_failed), (A, timed(2.0, 1.2)), (B, timed(1.5, 1.1))],
+                  "profile", 0.05)
+    assert out.status == "ok" and out.reward == 3
+    assert any("held-out-1 (n=11) was passed over: the task's reference failed there" in n for n in out.notes)
+    assert out.feedback.startswith("correct on all 2 workloads (0 held out, checked only)")
+
+
+def test_a_failure_that_no_workload_causes_is_said_as_it_is(task):
+    broken = Verdict(status="compile_error", stage="compile", error="kernels/a.cpp:3: error", feedback="compile error")
+    out = combine(task, PLAN, [(HIDDEN, broken)], "profile", 0.05)
+    assert out.error == "kernels/a.cpp:3: error" and out.feedback == "compile error"

@@ -54,6 +54,8 @@ def test_the_sol_score_is_a_half_at_the_baseline_and_one_at_the_limit():
     assert sol_score(1.0, 4.0, 1.0) == pytest.approx(1.0)
     assert sol_score(7.0, 4.0, 1.0) == pytest.approx(1 / 3)  # slower than the baseline: below a half
     assert sol_score(2.0, 1.0, 1.0) is None  # a baseline at the limit leaves no gap to close
+    # Below the estimated limit (redundant work skipped): 1, never more and never a wrap-around.
+    assert [sol_score(t, 1.1, 1.0) for t in (0.91, 0.9, 0.89, 0.5)] == [1.0, 1.0, 1.0, 1.0]
 
 
 def test_a_half_precision_gemm_is_compute_bound_against_the_tensor_cores():

@@ -41,7 +41,7 @@ from ..device import SharedCacheFlush, machine_gpu, resolve_backend, shared_cach
 from ..errors import SolutionFormatError
 from ..solution import Solution, validate_solution
 from ..task import Task
-from ..workloads import declares_workloads
+from ..workloads import declares_workloads, tolerance_of
 from . import fork_server, linked_symbols
 from .baselines import BaselineCache, BaselineKey
 from .build import ExtensionBuilder
@@ -209,6 +209,7 @@ class Judge:
                                     "margin": cfg.margin, "recheck_calls": cfg.recheck_calls,
                                     "timing_attempts": cfg.timing_attempts,
                                     "timing": cfg.timing.__dict__, "layout": solution.layout})
+        verdict.settings.update(tolerance_of(task))  # a workload's own, where it sets one (workloads.py)
         if solution.ignored:
             verdict.notes.append("ignored workspace files (the judge supplies its own infrastructure): "
                                  + ", ".join(solution.ignored[:12]))

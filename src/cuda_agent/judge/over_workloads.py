@@ -34,7 +34,9 @@ def judge_over_workloads(judge: "Judge", task: Task, solutions: list[Solution], 
         plan = read_plan(task)
     except TaskFormatError as exc:
         return [_task_fault(judge, task, solution, str(exc)) for solution in solutions]
-    hidden = held_out(plan, judge._rng)  # one draw for the group: its candidates are compared alike
+    # One draw for the candidates judged together here, compared alike. (A training reward may
+    # split a GRPO group over several calls, and does not judge again what it has cached.)
+    hidden = held_out(plan, judge._rng)
     order = [(w, "verify") for w in hidden] + [(w, stage) for w in plan.workloads]
     results: list[list[tuple[Workload, Verdict]]] = [[] for _ in solutions]
     live = list(range(len(solutions)))
@@ -47,15 +49,27 @@ def judge_over_workloads(judge: "Judge", task: Task, solutions: list[Solution], 
             [judge.evaluate(sub, solutions[live[0]], at)]
         for k, verdict in zip(live, verdicts):
             results[k].append((workload, verdict))
-        live = [k for k, verdict in zip(live, verdicts) if verdict.status == "ok"]
+        live = [k for k, verdict in zip(live, verdicts) if verdict.status == "ok" or _not_held_against(workload, verdict)]
     return [combine(task, plan, results[k], stage, judge.config.margin) for k in range(len(solutions))]
+
+
+def _not_held_against(workload: Workload, verdict: Verdict) -> bool:
+    """A held-out workload whose failure is the task's (its reference fails at the size drawn):
+    the judge's draw, not the candidate's doing, so it is passed over."""
+    return workload.held_out and verdict.status != "ok" and verdict.settings.get("fault") == "task"
+
+
+# Failures that do not depend on the workload (the solution's files, its build, its rules): said
+# as they are, without a workload to blame.
+ANY_WORKLOAD = ("compile_error", "forbidden")
 
 
 def combine(task: Task, plan: WorkloadPlan, results: list[tuple[Workload, Verdict]], stage: str,
             margin: float) -> Verdict:
     """The verdict over the workloads judged: the first failure's, naming its workload; else the
     first declared workload's, with speedups and rewards from the geometric means."""
-    failed = next(((w, v) for w, v in results if v.status != "ok"), None)
+    passed_over = [(w, v) for w, v in results if _not_held_against(w, v)]
+    failed = next(((w, v) for w, v in results if v.status != "ok" and (w, v) not in passed_over), None)
     declared = [(w, v) for w, v in results if not w.held_out]
     workload, first = failed or declared[0]
     out = copy.deepcopy(first)
@@ -63,11 +77,14 @@ def combine(task: Task, plan: WorkloadPlan, results: list[tuple[Workload, Verdic
     out.workloads = [summary(w, v) for w, v in results]
     out.seconds = {"total": sum(v.seconds.get("total", 0.0) for _, v in results),
                    **{f"workload {w.name}": v.seconds.get("total", 0.0) for w, v in results}}
-    out.notes = _notes(results)
+    out.notes = _notes(results) + [f"{w.describe()} was passed over: the task's reference failed there "
+                                   f"({v.error})" for w, v in passed_over]
     if failed is not None:
+        if first.status in ANY_WORKLOAD:
+            return out
         out.error = f"{workload.describe()}: {first.error}"
         hint = (" (a size the task did not show: the kernel must handle other values of "
-                f"{', '.join(plan.varying)})" if workload.held_out else "")
+                f"{', '.join(plan.varying)})" if workload.held_out and first.status == "incorrect" else "")
         out.feedback = f"on {workload.describe()}{hint}:\n{first.feedback}"
         return out
     if stage == "profile":
@@ -85,10 +102,10 @@ def _pay_means(out: Verdict, declared: list[tuple[Workload, Verdict]], margin: f
     out.compile_speedup_withheld = None if withheld else ("; ".join(compile_withheld) or None)
     eager = None if withheld else geometric_mean([v.speedup_vs_eager for _, v in declared])
     compiled = None if withheld or compile_withheld else geometric_mean([v.speedup_vs_compile for _, v in declared])
-    if withheld:
+    if withheld or compile_withheld:
+        unpaid = ("eager", "compile") if withheld else ("compile",)
         out.timing_integrity["unpaid_speedups"] = {
-            "eager": geometric_mean([_measured(v, "eager") for _, v in declared]),
-            "compile": geometric_mean([_measured(v, "compile") for _, v in declared])}
+            b: geometric_mean([_measured(v, b) for _, v in declared]) for b in unpaid}
     out.speedup_vs_eager, out.speedup_vs_compile = eager, compiled
     # Eq. 1 on the means: the candidate's time is 1, each baseline's its mean speedup.
     out.reward = milestone_reward(True, 1.0 if eager else None, eager, compiled, margin)
@@ -140,9 +157,10 @@ def _notes(results: list[tuple[Workload, Verdict]]) -> list[str]:
 
 def render(out: Verdict, results: list[tuple[Workload, Verdict]]) -> str:
     """Feedback over the workloads: one line each, then the means and the reward."""
-    hidden = sum(w.held_out for w, _ in results)
-    lines = [f"correct on all {len(results)} workloads ({hidden} held out, checked only)"]
-    for w, v in results:
+    judged = [(w, v) for w, v in results if v.status == "ok"]
+    hidden = sum(w.held_out for w, _ in judged)
+    lines = [f"correct on all {len(judged)} workloads ({hidden} held out, checked only)"]
+    for w, v in judged:
         cells = [w.describe()]
         if median_ms(v, "candidate") is not None:
             cells.append(f"candidate {median_ms(v, 'candidate'):.4g} ms")

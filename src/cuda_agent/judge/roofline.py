@@ -107,12 +107,14 @@ def roofline(workload: dict[str, float], peaks: DevicePeaks, timings_ms: dict[st
 def sol_score(t_kernel: float, t_baseline: float, t_sol: float) -> float | None:
     """SOL-ExecBench's score, ``1 / (1 + (T_k - T_sol) / (T_b - T_sol))``: how much of the gap
     between a baseline's time and the least time the device's peaks allow (the speed of light)
-    the kernel closes. 0.5 at the baseline's time, 1 at the limit, towards 0 as it slows; above
-    1 only for a time below the limit, which the physical floor refuses first. None where the
-    baseline is at the limit already (no gap to close)."""
+    the kernel closes. 0.5 at the baseline's time, 1 at the limit, towards 0 as it slows. A time
+    at or below the limit scores 1: the limit is an estimate (FLOPs as torch counts them, every
+    input read once), which a kernel skipping redundant work can beat, and the physical floor,
+    which counts the outputs alone, does not refuse such a time. None where the baseline is at the
+    limit already (no gap to close)."""
     if not t_baseline > t_sol or not t_kernel > 0:
         return None
-    return 1.0 / (1.0 + (t_kernel - t_sol) / (t_baseline - t_sol))
+    return 1.0 / (1.0 + (max(t_kernel, t_sol) - t_sol) / (t_baseline - t_sol))
 
 
 def not_drawn(why: str) -> dict[str, Any]:

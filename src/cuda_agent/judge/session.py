@@ -115,7 +115,7 @@ class TimedSession:
         self._i = 0                        # calls made so far, warm-up included
         # The prepared call: seed, prepare ms, CPU s, ms the worker and the judge waited for a CPU
         # in the prepare step.
-        self._next: tuple[int, float, float | None, tuple[float, float] | None] | None = None
+        self._next: tuple[int, float, float | None, tuple[float, float | None] | None] | None = None
         self._wait: RunqueueWait | None = None
         self._judge_wait: RunqueueWait | None = None
         self._last_go_s: float | None = None     # the judge's clock on the previous call's go step
@@ -230,18 +230,19 @@ class TimedSession:
         prepare_wait_ms = _difference(waited_before, self._waited())
         self._next = (seed, prepare_ms, self._cpu(), prepare_wait_ms)
 
-    def _waited(self) -> tuple[float, float] | None:
+    def _waited(self) -> tuple[float, float | None] | None:
         """ms the worker's stepping thread and the judge's own thread have waited for a CPU while
-        ready to run, so far (None where the kernel does not count the worker's)."""
+        ready to run, so far (None where the kernel does not count the worker's; the judge's
+        None where it does not count that)."""
         worker = self._wait.read() if self._wait is not None else None
         judge = self._judge_wait.read() if self._judge_wait is not None else None
-        return None if worker is None else (worker, judge or 0.0)
+        return None if worker is None else (worker, judge)
 
     def _cpu(self) -> float | None:
         return self.cpu_clock() if self.cpu_clock is not None else None
 
     def _record(self, seed: int, prepare_ms: float, go_ms: float, reply: dict, background_ms: float | None,
-                waits: tuple[tuple[float, float] | None, tuple[float, float] | None]) -> None:
+                waits: tuple[tuple[float, float | None] | None, tuple[float, float | None] | None]) -> None:
         s = self.session
         if background_ms is not None:
             s.background_cpu_ms.append(background_ms)
@@ -249,8 +250,9 @@ class TimedSession:
             (worker_prepare, judge_prepare), (worker_go, judge_go) = waits
             s.prepare_wait_ms.append(worker_prepare)
             s.go_wait_ms.append(worker_go)
-            s.judge_prepare_wait_ms.append(judge_prepare)
-            s.judge_go_wait_ms.append(judge_go)
+            if judge_prepare is not None and judge_go is not None:
+                s.judge_prepare_wait_ms.append(judge_prepare)
+                s.judge_go_wait_ms.append(judge_go)
         s.threads_grown += reply["threads"] > 0
         self.seeds.append(seed)
         s.host_ms.append(reply["host_ms"])
@@ -281,11 +283,14 @@ class TimedSession:
         return reply["calls"]
 
 
-def _difference(before: tuple[float, float] | None, after: tuple[float, float] | None) -> tuple[float, float] | None:
-    """What each of two counters advanced by, or None where either reading is missing."""
+def _difference(before: tuple[float, float | None] | None,
+                after: tuple[float, float | None] | None) -> tuple[float, float | None] | None:
+    """What the worker's and the judge's counts advanced by: None where the worker's is missing,
+    the judge's None where its own is."""
     if before is None or after is None:
         return None
-    return after[0] - before[0], after[1] - before[1]
+    judge = after[1] - before[1] if after[1] is not None and before[1] is not None else None
+    return after[0] - before[0], judge
 
 
 def interleave(sessions: list[TimedSession], deadline_s: float, on_timeout: Callable[[TimedSession], Any]) -> None:

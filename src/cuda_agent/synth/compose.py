@@ -177,7 +177,7 @@ class OfflineComposer:
             if estimate.ms < self.settings.window_ms[0] * 1.2 or estimate.ms > self.settings.window_ms[1] / 1.2:
                 continue  # cannot be sized into the window (memory-bound below it, or too heavy)
             # Drawn only where asked for, so that a run without them composes what it did before.
-            batches = (workload_batches(chain, batch)
+            batches = (workload_batches(chain, batch, self.settings)
                        if self.settings.multi_shape_share and rng.random() < self.settings.multi_shape_share else [])
             dtype = (half_dtype(chain, batch, rng)
                      if self.settings.half_share and rng.random() < self.settings.half_share else "float32")
@@ -213,14 +213,16 @@ class OfflineComposer:
 HALF_DTYPES = ("bfloat16", "float16")
 
 
-def workload_batches(chain: Chain, batch: int) -> list[int]:
-    """Batch sizes for a task's declared workloads: its own, and a half and a quarter of it, each
-    one the chain runs at; none where the chain does not run at other batch sizes (an odd one
-    too: held-out workloads draw such sizes), so the task keeps its one shape."""
-    others = sorted({b for b in (batch // 2, batch // 4) if 1 <= b < batch}, reverse=True)
-    odd = max(1, batch // 2 - 1) | 1
+def workload_batches(chain: Chain, batch: int, settings: ComposeSettings) -> list[int]:
+    """Batch sizes for a task's declared workloads: its own, and a half and a quarter of it where
+    the estimate keeps them in the window too (a shorter workload's time would be unsteady, and
+    withhold the whole task's speedup); none where the chain does not run at other batch sizes
+    (an odd one too: held-out workloads draw such sizes), so the task keeps its one shape."""
+    low, high = settings.window_ms
     try:
-        for b in [*others, odd]:
+        others = [b for b in sorted({batch // 2, batch // 4}, reverse=True)
+                  if 1 <= b < batch and low <= estimate_chain(chain, b, settings.profile).ms <= high]
+        for b in [*others, max(1, batch // 2 - 1) | 1]:
             run_chain(chain, b)
     except Exception:  # the chain fits its own batch only (a transpose moved the batch dim)
         return []
