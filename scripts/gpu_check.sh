@@ -84,7 +84,7 @@ PY
         | tee -a "$OUT/judge_latency.txt" || status=1 ;;
     workloads)
       # A task's judge time by its number of declared workloads (builds and baselines cached).
-      python3 benchmarks/workload_scaling.py --device cuda --out "$OUT/workload_scaling.json" 2>&1 \
+      python3 benchmarks/workload_scaling.py --device cuda --repeats "${REPEATS:-5}" --out "$OUT/workload_scaling.json" 2>&1 \
         | tee "$OUT/workload_scaling.txt" || status=1 ;;
     group)
       # One task's candidates as one group run (one reference run for all) and as separate judges.
