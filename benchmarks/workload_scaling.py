@@ -35,19 +35,13 @@ from cuda_agent.judge.config import JudgeConfig, TimingConfig  # noqa: E402
 from cuda_agent.judge.judge import Judge  # noqa: E402
 from cuda_agent.solution import load_solution  # noqa: E402
 from cuda_agent.task import load_task, task_from_source  # noqa: E402
+from cuda_agent.workloads import declare_sizes  # noqa: E402
 
 # The example per backend: its task file, its solution, and the declared row counts to draw from.
 EXAMPLES = {"cuda": ("examples/fused_elementwise/model.py", "examples/fused_elementwise/cuda",
                      (4096, 2048, 8192, 1024, 6144, 3072, 5120, 7168)),
             "cpu": ("tests/fixtures/tasks/scale_bias_relu.py", "tests/fixtures/solutions/cpu/correct",
                     (256, 128, 512, 64, 384, 192, 320, 448))}
-
-
-def with_workloads(source: str, rows: tuple[int, ...]) -> str:
-    """``source`` declaring one workload per row count, the rows an axis held-out ones vary."""
-    listed = ", ".join(f'{{"name": "rows{n}", "axes": {{"batch_size": {n}}}}}' for n in rows)
-    return (f"{source}\n\ndef get_workloads():\n    return [{listed}]\n\n\n"
-            'VARYING_AXES = ("batch_size",)\n')
 
 
 def main() -> None:
@@ -73,7 +67,7 @@ def main() -> None:
     console = Console()
     rows_out = []
     for n in counts:
-        task = task_from_source(with_workloads(base.source, rows[:n]), f"{base.name}_x{n}", base.origin)
+        task = task_from_source(base.source + declare_sizes(list(rows[:n])), f"{base.name}_x{n}", base.origin)
         console.print(f"[dim]{n} workload(s): judging once to fill the caches[/]")
         first = judge.evaluate(task, solution, "profile")
         if first.status != "ok":

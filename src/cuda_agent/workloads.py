@@ -107,13 +107,13 @@ for w in workloads if isinstance(workloads, (list, tuple)) else ():
         names.update(w["axes"])
 names.update(varying if isinstance(varying, (list, tuple)) else ())
 defaults = {n: module.__dict__[n] for n in sorted(names) if n in module.__dict__}
+declared = {"workloads": workloads, "varying": list(varying) if isinstance(varying, (list, tuple)) else varying}
 try:
-    declared = json.dumps({"workloads": workloads,
-                           "varying": list(varying) if isinstance(varying, (list, tuple)) else varying})
+    json.dumps(declared)  # strictly: only the module's own values below may fall back to their repr
 except (TypeError, ValueError) as exc:
     sys.exit(f"get_workloads() and VARYING_AXES must hold plain values (numbers, strings, bools; a dtype by "
              f"its name, such as \"bfloat16\"): {exc}")
-print(json.dumps({**json.loads(declared), "defaults": json.loads(json.dumps(defaults, default=repr))}))
+print(json.dumps({**declared, "defaults": defaults}, default=repr))
 """
 
 
@@ -222,6 +222,13 @@ def _other_size(declared: set[int], rng: random.Random) -> int:
         if n not in declared:
             return n
     return high + 1  # every size in range declared
+
+
+def declare_sizes(sizes: list[int], axis: str = "batch_size", prefix: str = "batch") -> str:
+    """Source to append to a task: one declared workload per size of ``axis``, which held-out
+    workloads may vary too."""
+    listed = ", ".join(python_literal({"name": f"{prefix}{n}", "axes": {axis: n}}) for n in sizes)
+    return f"\n\ndef get_workloads():\n    return [{listed}]\n\n\nVARYING_AXES = ({axis!r},)\n"
 
 
 def variant(task: Task, workload: Workload) -> Task:

@@ -27,6 +27,7 @@ L3 have 100, 100 and 50 problems there).
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
@@ -79,7 +80,7 @@ def _rate(count: int | float, n: int | float) -> float:
 
 
 def _geomean(values: list[float]) -> float | None:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+    return statistics.geometric_mean(values) if values else None
 
 
 def _p_key(p: float) -> str:

@@ -49,10 +49,10 @@ from .config import JudgeConfig
 from .device_gate import DeviceGate
 from .fork_server import INDUCTOR_CACHE_VARIABLE
 from .op_counter import OpCounterUnavailable
-from .over_workloads import judge_over_workloads
 from .op_counter import build as build_op_counter
+from .over_workloads import judge_over_workloads
 from .reference import ReferenceReport
-from .reward import continuous_reward, milestone_reward, sol_reward
+from .reward import rewards
 from .sandbox import CompileSandbox, ProcessKind, unreachable_for_others
 from .seccomp import SeccompUnavailable, compiled_filter
 from .toolchain import Toolchain, detect_toolchain, find_cuda_home
@@ -236,12 +236,11 @@ class Judge:
             verdict.speedup_vs_compile = None
         candidate = median_ms(verdict, "candidate") if not verdict.speedup_withheld else None
         compile_ms = None if verdict.compile_speedup_withheld else median_ms(verdict, "compile")
-        verdict.reward = milestone_reward(verdict.correct, candidate, median_ms(verdict, "eager"), compile_ms, cfg.margin)
-        verdict.reward_continuous = continuous_reward(verdict.correct, candidate, compile_ms)
         scores = verdict.roofline.get("sol_score") or {}
         verdict.sol_score = {"eager": scores.get("eager") if candidate else None,
                              "compile": scores.get("compile") if candidate and compile_ms else None}
-        verdict.reward_sol = sol_reward(verdict.correct, verdict.sol_score["compile"])
+        verdict.reward, verdict.reward_continuous, verdict.reward_sol = rewards(
+            verdict.correct, candidate, median_ms(verdict, "eager"), compile_ms, verdict.sol_score["compile"], cfg.margin)
         if stage == "compile" and verdict.status == "ok":
             verdict.feedback = "compiled successfully (not yet verified)" if solution.layout == "workspace" else \
                 NOT_BUILT_AT_COMPILE

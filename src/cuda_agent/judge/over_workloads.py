@@ -13,14 +13,14 @@ workload (an unsteady time, reduced precision) is withheld for the whole.
 from __future__ import annotations
 
 import copy
-import math
+import statistics
 from typing import TYPE_CHECKING, Any
 
 from ..errors import TaskFormatError
 from ..solution import Solution
 from ..task import Task
 from ..workloads import Workload, WorkloadPlan, held_out, read_plan, variant
-from .reward import continuous_reward, milestone_reward, sol_reward
+from .reward import rewards
 from .run_support import median_ms
 from .verdict import Verdict
 
@@ -107,12 +107,11 @@ def _pay_means(out: Verdict, declared: list[tuple[Workload, Verdict]], margin: f
         out.timing_integrity["unpaid_speedups"] = {
             b: geometric_mean([_measured(v, b) for _, v in declared]) for b in unpaid}
     out.speedup_vs_eager, out.speedup_vs_compile = eager, compiled
-    # Eq. 1 on the means: the candidate's time is 1, each baseline's its mean speedup.
-    out.reward = milestone_reward(True, 1.0 if eager else None, eager, compiled, margin)
-    out.reward_continuous = continuous_reward(True, 1.0, compiled) if compiled else -1.0
     # The mean share of the gap to the device's limit closed, over the declared workloads.
     out.sol_score = {b: mean([v.sol_score.get(b) for _, v in declared]) for b in ("eager", "compile")}
-    out.reward_sol = sol_reward(True, out.sol_score["compile"])
+    # Eq. 1 (and the others) on the means: the candidate's time is 1, each baseline's its mean speedup.
+    out.reward, out.reward_continuous, out.reward_sol = rewards(True, 1.0, eager, compiled, out.sol_score["compile"],
+                                                                margin)
 
 
 def _measured(v: Verdict, baseline: str) -> float | None:
@@ -125,14 +124,14 @@ def mean(values: list[float | None]) -> float | None:
     """The arithmetic mean, or None where any value is missing."""
     if not values or any(v is None for v in values):
         return None
-    return sum(values) / len(values)
+    return statistics.fmean(values)
 
 
 def geometric_mean(values: list[float | None]) -> float | None:
     """The geometric mean, or None where any value is missing or not positive."""
     if not values or any(v is None or not v > 0 for v in values):
         return None
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+    return statistics.geometric_mean(values)
 
 
 def summary(workload: Workload, v: Verdict) -> dict[str, Any]:

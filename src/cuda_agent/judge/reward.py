@@ -37,6 +37,14 @@ def continuous_reward(correct: bool, t: float | None, t_compile: float | None) -
     return t_compile / t
 
 
+def rewards(correct: bool, t: float | None, t_eager: float | None, t_compile: float | None,
+            sol_vs_compile: float | None, margin: float = MARGIN) -> tuple[int, float, float]:
+    """A verdict's three rewards from its paid times (or, over workloads, 1 and the baselines' mean
+    speedups) and its paid SOL score: the milestone, the continuous and the SOL reward."""
+    return (milestone_reward(correct, t, t_eager, t_compile, margin), continuous_reward(correct, t, t_compile),
+            sol_reward(correct, sol_vs_compile))
+
+
 def sol_reward(correct: bool, score: float | None) -> float:
     """-1 unless correct; else the SOL score against torch.compile (``roofline.sol_score``),
     within [0, 1]: 0.5 at torch.compile's time, 1 at the device's limit. A correct candidate

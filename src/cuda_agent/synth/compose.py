@@ -23,6 +23,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
+from ..workloads import declare_sizes
 from .estimate import H100, ComposeSettings, Estimate, GpuProfile, estimate_forward, fit_batch
 from .records import Candidate, Seed
 from .seeds import build_call, resolve_target
@@ -303,11 +304,7 @@ def render_chain(chain: Chain, batch: int, batches: list[int] | None = None, dty
     if dtype != "float32":
         body_init += f"\n        self.to(torch.{dtype})"
     dtype_arg = f", dtype=torch.{dtype}" if dtype != "float32" else ""
-    workloads = ""
-    if batches:
-        listed = ", ".join(f'{{"name": "batch{b}", "axes": {{"batch_size": {b}}}}}' for b in batches)
-        workloads = (f"\n\ndef get_workloads():\n    return [{listed}]\n\n\n"
-                     'VARYING_AXES = ("batch_size",)\n')
+    workloads = declare_sizes(batches) if batches else ""
     return f'''import torch
 import torch.nn as nn
 import torch.nn.functional as F
