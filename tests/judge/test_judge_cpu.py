@@ -9,6 +9,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import json
+import re
 import statistics
 import time
 from pathlib import Path
@@ -495,14 +496,19 @@ def test_overheads_out_of_line_once_are_timed_again(unstaged_judge, task, fixtur
 def test_a_thread_working_while_the_candidate_is_not_timed_shows_on_its_cpu_clock(unscanned_judge, task,
                                                                                  correct_verdict):
     # An honest worker sleeps between its prepare step and its call; the precomputing fixture's
-    # thread spends 20 ms of CPU there on every call.
+    # thread spends 20 ms of CPU on every call, from the moment the next inputs are staged: how
+    # much of it falls before the call is the stager's time, attempt by attempt (the last attempt's,
+    # which the verdict keeps, 3 to 15 ms on an idle 2-core machine). The attempts refused on it
+    # name what each saw.
     assert correct_verdict.timing_integrity["candidate_background_cpu_ms"] < 0.1
     solution = load_solution(Path(__file__).parents[1] / "adversarial" / "cases" / "b13_precompute_thread_runtime"
                              / "solution")
     v = unscanned_judge.judge(task, solution)
     assert v.status == "runtime_error" and v.reward == -1, v.feedback
-    assert v.timing_integrity["candidate_background_cpu_ms"] > 5.0
-    assert any("while it was not being timed" in why for why in v.timing_integrity["failed_attempts"])
+    failed = v.timing_integrity["failed_attempts"]
+    seen = [float(m.group(1)) for why in failed
+            if (m := re.search(r"used ([0-9.]+) ms of CPU per call while it was not being timed", why))]
+    assert seen and max(seen) > 5.0, failed
 
 
 def test_forged_reply_on_the_channel_fails_the_candidate(unscanned_judge, task, fixture_solution):
