@@ -224,6 +224,20 @@ def _other_size(declared: set[int], rng: random.Random) -> int:
     return high + 1  # every size in range declared
 
 
+def judge_runs(task: Task) -> int:
+    """How many judgements ``task`` takes: one, or one per declared workload and per held-out
+    workload where it declares workloads. A time limit for one judgement (a reward's, say) is
+    multiplied by it, so a task of many shapes is not cut short for having them. A task whose
+    workloads cannot be read counts one: its judgement fails at once."""
+    if not declares_workloads(task):
+        return 1
+    try:
+        plan = read_plan(task)
+    except TaskFormatError:
+        return 1
+    return len(plan.workloads) + (HELD_OUT if plan.varying else 0)
+
+
 def declare_sizes(sizes: list[int], axis: str = "batch_size", prefix: str = "batch") -> str:
     """Source to append to a task: one declared workload per size of ``axis``, which held-out
     workloads may vary too."""

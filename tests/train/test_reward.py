@@ -97,6 +97,29 @@ def test_a_judge_that_hangs_or_fails_scores_minus_one(demo_tasks):
     assert failed.score == -1.0 and "worker lost" in failed.reason
 
 
+
+def test_a_task_of_many_workloads_has_the_time_of_one_judgement_for_each(demo_tasks):
+    from dataclasses import replace
+
+    from cuda_agent.workloads import declare_sizes, judge_runs
+
+    class Pool:  # a judge run that takes 0.6 s, whatever the task
+        backend = "cpu"
+
+        async def evaluate(self, task, solution, stage):
+            await asyncio.sleep(0.6)
+            raise RuntimeError("judged")
+
+    plain = demo_tasks[0]
+    source = "batch_size = 8\n" + plain.source + declare_sizes([4, 8, 16])
+    shapes = replace(plain, source=source)
+    assert judge_runs(plain) == 1 and judge_runs(shapes) == 3 + 2  # declared and held-out
+    reward = JudgeReward(Pool(), timeout_s=0.25)
+    cut = asyncio.run(reward.score(files_reply(FAST), plain))
+    assert cut.fields["status"] == "timeout" and "longer than" in cut.reason
+    judged = asyncio.run(reward.score(files_reply(FAST), shapes))
+    assert judged.fields["status"] == "judge_error" and "judged" in judged.reason
+
 def record_pid_and_hang(task, solution, stage):
     """A pool process's evaluation that never ends (module level: a spawned process imports it)."""
     import os

@@ -5,7 +5,7 @@ format, has the judge profile it through a judge pool and returns the paper's mi
 (Eq. 1: -1, 1, 2, 3), with ``kind="continuous"`` the ablation's t_compile / t, or with ``kind="sol"``
 the SOL score against torch.compile (0.5 at its time, 1 at the device's limit; cuda only). It never
 raises for what the model wrote: a reply without a usable solution scores -1 with the reason,
-and so does a judge that fails or runs past ``timeout_s`` (stopped there by a pool that takes a
+and so does a judge that fails or runs past ``timeout_s`` for each judgement the task takes (stopped there by a pool that takes a
 time limit, ``pools.TrainJudgePool``).
 
 * **Bounded**: at most ``concurrency`` judge runs at once (the pool has its own bound too).
@@ -42,6 +42,7 @@ from ..errors import SolutionFormatError
 from ..judge.pools import JudgePool, stops_overdue_runs
 from ..solution import validate_solution
 from ..task import Task
+from ..workloads import judge_runs
 from .replies import ReplyFormatError, solution_from_reply
 
 KINDS = REWARD_KINDS  # the agent environment's reward kinds: one list for both
@@ -197,21 +198,27 @@ class JudgeReward:
         self._log(result, task, True, time.monotonic() - started)
         return result
 
-    async def _evaluate(self, task: Task, solution: Any) -> Any:
-        """The verdict within ``timeout_s``. A pool that takes a time limit (``pools.TrainJudgePool``)
+    async def _limit(self, task: Task) -> float:
+        """``timeout_s`` for each judgement ``task`` takes (one per workload where it declares
+        several); reading its workloads starts a process, so off the event loop."""
+        return self.timeout_s * await asyncio.to_thread(judge_runs, task)
+
+    async def _evaluate(self, task: Task, solution: Any, limit: float) -> Any:
+        """The verdict within ``limit`` seconds. A pool that takes a time limit (``pools.TrainJudgePool``)
         stops the run itself, so the slot is free only when the judge really is; with any other
         pool the wait alone ends, and the run goes on in the background."""
         if stops_overdue_runs(self.pool):
-            return await self.pool.evaluate(task, solution, self.stage, timeout_s=self.timeout_s)
-        return await asyncio.wait_for(self.pool.evaluate(task, solution, self.stage), self.timeout_s)
+            return await self.pool.evaluate(task, solution, self.stage, timeout_s=limit)
+        return await asyncio.wait_for(self.pool.evaluate(task, solution, self.stage), limit)
 
     async def _judge(self, task: Task, solution: Any, key: str) -> RewardResult:
+        limit = await self._limit(task)
         async with self._gate():
             started = time.monotonic()
             try:
-                verdict = await self._evaluate(task, solution)
+                verdict = await self._evaluate(task, solution, limit)
             except TIMEOUTS:
-                return RewardResult(-1.0, f"the judge took longer than {self.timeout_s:.0f} s",
+                return RewardResult(-1.0, f"the judge took longer than {limit:.0f} s",
                                     {"status": "timeout"}, False, key)
             except Exception as exc:  # noqa: BLE001 - a failed judge run scores -1, it never ends training
                 return RewardResult(-1.0, f"the judge failed: {type(exc).__name__}: {exc}",
@@ -293,8 +300,9 @@ class JudgeReward:
 
     async def _judge_group(self, task: Task, items: list[tuple[Any, str]]) -> list[RewardResult]:
         """One group run of the pool's for ``items`` (solution, key), holding one slot of the
-        reward's concurrency; its time limit grows with the group (``group_timeout``)."""
-        limit = group_timeout(self.timeout_s, len(items))
+        reward's concurrency; its time limit grows with the group (``group_timeout``) and with
+        the task's workloads."""
+        limit = group_timeout(await self._limit(task), len(items))
         solutions = [s for s, _ in items]
         async with self._gate():
             started = time.monotonic()
