@@ -242,6 +242,22 @@ def test_reduced_precision_dtypes_get_their_documented_floor():
     assert not check(cand.float(), ref.float()).passed
 
 
+
+@pytest.mark.parametrize("dtype, step", [(torch.float8_e4m3fn, 2.0 ** -3), (torch.float8_e5m2, 2.0 ** -2)])
+def test_an_8_bit_float_output_is_held_to_one_rounding_step(dtype, step):
+    from cuda_agent.judge.correctness import tolerance_for
+
+    assert tolerance_for(dtype, 1e-2, 1e-2) == (step, step)
+    x = torch.randn(4096, generator=torch.Generator().manual_seed(0)) * 3
+    ref = x.to(dtype)
+    # rounded once more on the way (through bfloat16): at most a step off, as another kernel may be
+    rounded_twice = x.to(torch.bfloat16).to(dtype)
+    assert not torch.equal(rounded_twice.float(), ref.float()) and check(rounded_twice, ref).passed
+    scaled = (x * 1.5).to(dtype)  # a wrong scale is many steps off
+    result = check(scaled, ref)
+    assert not result.passed and "values outside" in result.message
+    assert not check(ref.float(), ref).passed  # the dtype itself is part of the contract
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.complex64])
 def test_a_comparison_in_chunks_says_what_one_in_a_single_pass_says(monkeypatch, dtype):
     """Chunks bound the host memory of a comparison; where the outputs agree or which value is

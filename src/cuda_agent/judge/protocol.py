@@ -25,8 +25,8 @@ FIRST_READ_BYTES = 1 << 20
 
 DTYPES: dict[str, torch.dtype] = {
     name: getattr(torch, name)
-    for name in ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8",
-                 "uint8", "bool", "complex64", "complex128")
+    for name in ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int64", "int32",
+                 "int16", "int8", "uint8", "bool", "complex64", "complex128")
     if hasattr(torch, name)
 }
 DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}

@@ -84,6 +84,13 @@ def seed_everything(seed: int) -> None:
 INPUT_TRANSFORMS = ("none", "scale_up", "shift", "scale_down")
 
 
+def widened(t: Any) -> Any:
+    """``t`` in float32 where it is an 8-bit float, else itself: PyTorch has next to no
+    arithmetic for 8-bit floats (no multiply, no isfinite), so the judge's own arithmetic on
+    them is done in float32 and stored back in their dtype."""
+    return t.float() if t.is_floating_point() and t.element_size() == 1 else t
+
+
 def transform_inputs(inputs: list[Any], transform: str) -> list[Any]:
     import torch
 
@@ -94,12 +101,14 @@ def transform_inputs(inputs: list[Any], transform: str) -> list[Any]:
     out = []
     for x in inputs:
         if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel():
+            wide = widened(x)
             if transform == "scale_up":
-                x = x * 4
+                wide = wide * 4
             elif transform == "scale_down":
-                x = x * 0.25
+                wide = wide * 0.25
             else:  # shift: centre non-negative inputs, move centred ones off zero
-                x = x - x.abs().mean()
+                wide = wide - wide.abs().mean()
+            x = wide.to(x.dtype)
         out.append(x)
     return out
 
@@ -122,19 +131,25 @@ def perturb_parameters(model: Any, seed: int) -> None:
             if param.device not in generators:
                 generators[param.device] = torch.Generator(device=param.device).manual_seed(seed % 2**63)
             generator = generators[param.device]
-            scale = float(param.abs().mean()) or 1.0
+            wide = widened(param)
+            scale = float(wide.abs().mean()) or 1.0
             factor = 1 + (torch.rand(param.shape, generator=generator, device=param.device) - 0.5)
             noise = torch.randn(param.shape, generator=generator, device=param.device) * 0.1 * scale
-            param.mul_(factor.to(param.dtype)).add_(noise.to(param.dtype))
+            if wide is param:
+                param.mul_(factor.to(param.dtype)).add_(noise.to(param.dtype))
+            else:
+                param.copy_(wide * factor + noise)
 
 
-# Every floating input value is scaled by its own factor in [1 - 2^-8, 1 + 2^-8], drawn from the
-# call's seed: whatever a task's get_inputs does (a generator of its own, constants), no two calls
+# Every floating input value is scaled by its own factor in [1 - 2^-8, 1 + 2^-8] (8-bit floats,
+# whose steps are 2^-3 or 2^-2 apart, in [1 - 2^-2, 1 + 2^-2]: a smaller factor rounds back to
+# the same value), drawn from the call's seed: whatever a task's get_inputs does (a generator of its own, constants), no two calls
 # see the same inputs, so an output remembered from an earlier call is wrong for the next one.
 # Signs, zeros, magnitudes, shapes and strides stay as the task made them. Every process varies
 # the inputs of a seed alike; a tensor whose elements share memory (an expanded view) cannot vary
 # element by element and is left as it is.
 INPUT_VARIATION = 2.0 ** -8
+NARROW_INPUT_VARIATION = 2.0 ** -2
 WEIGHTS_BUFFER = "weights:"  # the reference's exchange buffers for weights, apart from its outputs'
 
 
@@ -149,7 +164,10 @@ def vary_inputs(inputs: list[Any], seed: int) -> list[Any]:
             try:
                 with torch.no_grad():
                     varied = torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device=x.device)
-                    torch.mul(x, (1 + INPUT_VARIATION * (2 * noise - 1)).to(x.dtype), out=varied)
+                    if widened(x) is x:
+                        torch.mul(x, (1 + INPUT_VARIATION * (2 * noise - 1)).to(x.dtype), out=varied)
+                    else:
+                        varied.copy_(widened(x) * (1 + NARROW_INPUT_VARIATION * (2 * noise - 1)))
                 x = varied.requires_grad_() if x.requires_grad else varied
             except RuntimeError:  # elements that share memory: one factor per element cannot be
                 pass
@@ -254,7 +272,7 @@ def _not_plain(value: Any, depth: int) -> str | None:
 
 
 def _all_finite(value: Any) -> bool:
-    return all(bool(t.isfinite().all()) for t in _tensors(value) if t.is_floating_point() or t.is_complex())
+    return all(bool(widened(t).isfinite().all()) for t in _tensors(value) if t.is_floating_point() or t.is_complex())
 
 
 def _short_traceback(exc: BaseException, hide: tuple[str, ...]) -> str:
