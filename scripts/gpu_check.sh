@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything that needs a GPU, in one call: the GPU tests (the honest and adversarial suites'
 # CUDA cases included), every example's CUDA solution through the judge, the demo, and the judge
-# benchmarks (repeatability and KernelBench's timer side by side, timing methods, latency, group judging, workload scaling, timing
+# benchmarks (repeatability and KernelBench's timer side by side, timing methods, latency, group judging, workload scaling,
+# SOL-ExecBench's examples here and through their harness, timing
 # fidelity, guard overhead), the agent's GPU episode and overhead
 # benchmark, and `cuda-agent bench` over a KernelBench checkout ($KERNELBENCH, default
 # ./.kernelbench) with the hand-written solutions of examples/kernelbench, and its throughput
@@ -27,7 +28,7 @@ if [ -n "$wheels" ]; then
   python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site $wheels 2>"$OUT/pip.log" \
     && export PYTHONPATH="/tmp/site:$PYTHONPATH"
 fi
-parts=${*:-tests examples demo repeatability methods bench group workloads single_file staged guards agent kernelbench throughput refusals synth}
+parts=${*:-tests examples demo repeatability methods bench group workloads sol_execbench single_file staged guards agent kernelbench throughput refusals synth}
 status=0
 
 {
@@ -86,6 +87,16 @@ PY
       # A task's judge time by its number of declared workloads (builds and baselines cached).
       python3 benchmarks/workload_scaling.py --device cuda --repeats "${REPEATS:-5}" --out "$OUT/workload_scaling.json" 2>&1 \
         | tee "$OUT/workload_scaling.txt" || status=1 ;;
+    sol_execbench)
+      # SOL-ExecBench's example solutions judged here and by their own harness, side by side, over a
+      # checkout in $SOL_EXECBENCH (default ./.sol-execbench; its harness needs its wheels carried);
+      # SOL_FLAGS adds options (--only cuda_cpp,triton).
+      sol=${SOL_EXECBENCH:-.sol-execbench}
+      CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")} \
+        python3 benchmarks/sol_execbench_examples.py "$sol/examples" --device cuda --harness-src "$sol/src" \
+        --max-workloads "${SOL_WORKLOADS:-3}" --harness-timeout "${SOL_HARNESS_TIMEOUT:-300}" ${SOL_FLAGS:-} \
+        --out "$OUT/sol_execbench_examples.json" --markdown "$OUT/sol_execbench_examples.md" 2>&1 \
+        | tee "$OUT/sol_execbench_examples.txt" || status=1 ;;
     group)
       # One task's candidates as one group run (one reference run for all) and as separate judges.
       python3 benchmarks/group_judging.py --device cuda --sizes "${GROUP_SIZES:-4,16}" --out "$OUT/group_judging.json" 2>&1 \

@@ -18,6 +18,13 @@ every scalar input (holding the first workload's values), ``Model`` calling ``ru
 listing the workloads and ``VARYING_AXES`` naming the ``var`` axes other sizes may be tried for.
 What the reader cannot do as SOL-ExecBench does (inputs read from safetensors files, packed 4-bit
 dtypes, constraints it cannot evaluate) is a TaskFormatError that says what to do instead.
+
+``solution_from_json`` turns a SOL-ExecBench solution (its JSON: ``spec`` and ``sources``) into a
+single-file solution of KernelBench's format, ``model_new.py``: C++ languages (``cuda_cpp``,
+``cutlass``, ``cudnn``, ``cublas``, torch binding) build their files with ``load_inline`` at import;
+Python languages are carried as their one module's source. ``ModelNew.forward`` calls the entry
+point, allocating the outputs first where the solution takes them as destinations. The judge's
+own rules then decide what it accepts; the conversion refuses only what it cannot express.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ import json
 import keyword
 import math
 import operator
+import posixpath
+import re
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -365,6 +374,13 @@ class _Problem:
     # -- reading ------------------------------------------------------------------------------
 
     def read(self) -> None:
+        self.read_definition()
+        self.read_workloads()
+        self.check_constraints()
+        self.choose_varying()
+
+    def read_definition(self) -> None:
+        """definition.json alone: what a solution's conversion needs."""
         path = self.folder / DEFINITION_FILE
         try:
             data = json.loads(path.read_text())
@@ -387,9 +403,6 @@ class _Problem:
         self.check_entry_point()
         self.read_entrypoint()
         self.read_constraints()
-        self.read_workloads()
-        self.check_constraints()
-        self.choose_varying()
 
     def read_reference(self) -> None:
         source = self.definition["reference"]
@@ -861,3 +874,415 @@ class _Problem:
             items.append(python_literal(item))
         return ('def get_workloads():\n    """The problem\'s workloads: the values each sets, and its tolerance."""\n'
                 "    return [" + "".join(f"\n        {item}," for item in items) + "\n    ]")
+
+
+# ---------------------------------------------------------------------------------------------
+# Solutions: SOL-ExecBench's solution JSON as a single-file model_new.py.
+# ---------------------------------------------------------------------------------------------
+
+SOLUTION_MODEL_FILE = "model_new.py"
+# SOL-ExecBench's C++ languages, built through the torch binding; every other language is Python.
+CPP_LANGUAGES = ("cuda_cpp", "cutlass", "cudnn", "cublas")
+CUDA_FILES = (".cu",)
+CPP_FILES = (".cpp", ".cc", ".cxx", ".c")   # what their build compiles besides .cu
+# compile_options' fields as SOL-ExecBench defaults them where the object is given; without the
+# object their build passes no flags at all.
+COMPILE_DEFAULTS = {"cflags": [], "cuda_cflags": ["-O3", "--use_fast_math"], "ld_flags": ["-lcuda"]}
+# Names the generated Python module defines beside a Python solution's own.
+_PYTHON_SCAFFOLDING = ("ModelNew", "_sol_torch", "_sol_nn", "_sol_entry", "_sol_whole")
+
+_QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"\n]+)"[^\n]*', re.M)
+_PRAGMA_ONCE = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+once\b[^\n]*\n?", re.M)
+_CPP_TOKENS = re.compile(r'("(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\')|(//[^\n]*|/\*.*?\*/)', re.S)
+_PYBIND_MODULE = re.compile(r"\bPYBIND11_MODULE\s*\(")
+_DECLARATION_HEAD = re.compile(r'(extern\s*"C"\s*)?[\w:<>,\s*&]+')
+
+
+def solution_from_json(solution_path: Path, problem_folder: Path, out_dir: Path, *,
+                       zero_outputs: bool = False) -> Path:
+    """Write ``out_dir/model_new.py``: the SOL-ExecBench solution whose JSON is ``solution_path``,
+    for the problem in ``problem_folder``, as a single-file solution this judge takes; return its
+    path. ``zero_outputs`` allocates destinations with ``torch.zeros`` as SOL-ExecBench's harness
+    does (for kernels that accumulate into them) instead of ``torch.empty``."""
+    source = solution_source(solution_path, problem_folder, zero_outputs=zero_outputs)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / SOLUTION_MODEL_FILE
+    path.write_text(source)
+    return path
+
+
+def solution_source(solution_path: Path, problem_folder: Path, *, zero_outputs: bool = False) -> str:
+    """The ``model_new.py`` source ``solution_from_json`` writes."""
+    problem = _Problem(Path(problem_folder))
+    problem.read_definition()
+    solution = _Solution(Path(solution_path))
+    solution.read()
+    return solution.model_source(problem, zero_outputs)
+
+
+def _string_literal(text: str) -> str:
+    """``text`` as a Python string literal: a raw triple-quoted one where that reads back exactly."""
+    plain = all(c in "\n\t" or c >= " " for c in text)
+    if plain and '"""' not in text and not text.endswith(('"', "\\")):
+        return 'r"""' + text + '"""'
+    return repr(text)
+
+
+def _without_comments(code: str) -> str:
+    """C/C++ ``code`` with its comments blanked (newlines kept), string literals left alone."""
+    def blank(m: re.Match) -> str:
+        return m.group(1) if m.group(1) is not None else re.sub(r"[^\n]", " ", m.group(2))
+    return _CPP_TOKENS.sub(blank, code)
+
+
+def _declaration(code: str, name: str) -> str | None:
+    """The declaration (signature, up to its closing parenthesis) of the function ``name`` where
+    ``code`` defines it outside any class, or None."""
+    code = _without_comments(code)
+    for m in re.finditer(rf"(?<![\w.:>]){re.escape(name)}\s*\(", code):
+        depth, end = 0, m.end() - 1
+        while end < len(code):
+            depth += {"(": 1, ")": -1}.get(code[end], 0)
+            if depth == 0:
+                break
+            end += 1
+        else:
+            return None
+        if not re.match(r"\s*(?:(?:const|noexcept|override|final)\b\s*)*\{", code[end + 1:]):
+            continue  # a call or a declaration, not the definition
+        start = max(code.rfind(c, 0, m.start()) for c in ";{}") + 1
+        head = " ".join(line for line in code[start:m.start()].splitlines() if not line.strip().startswith("#"))
+        head = " ".join(re.sub(r"\b__host__\b", " ", head).split())  # nvcc's, unknown to the C++ compiler
+        if not head or not _DECLARATION_HEAD.fullmatch(head) or head.split()[-1] in ("return", "else", "new"):
+            continue
+        return " ".join(f"{head} {name}{code[m.end() - 1:end + 1]}".split())
+    return None
+
+
+@dataclass
+class _Solution:
+    path: Path
+    data: dict[str, Any] = field(default_factory=dict)
+    name: str = ""
+    languages: list[str] = field(default_factory=list)
+    cpp: bool = False
+    entry_file: str = ""
+    entry_function: str = ""
+    dps: bool = True
+    files: dict[str, str] = field(default_factory=dict)      # path -> content, in the JSON's order
+    flags: dict[str, list[str]] = field(default_factory=dict)  # compile_options, defaults filled in
+
+    def error(self, where: str, what: str, todo: str) -> TaskFormatError:
+        return TaskFormatError(f"SOL-ExecBench solution {self.path}: {where}: {what}. {todo}")
+
+    def schema_error(self, where: str, what: str) -> TaskFormatError:
+        return self.error(where, what, "Fix the solution JSON to follow SOL-ExecBench's solution schema "
+                                       "(docs/solution.md).")
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def read(self) -> None:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise self.error("the file", f"cannot be read as JSON ({exc})",
+                             "Pass a solution JSON (spec and sources).") from None
+        if not isinstance(data, dict) or not isinstance(data.get("spec"), dict):
+            raise self.schema_error('"spec"', "is missing")
+        self.data, spec = data, data["spec"]
+        self.name = data.get("name") if isinstance(data.get("name"), str) and data.get("name") else self.path.stem
+        languages = spec.get("languages")
+        if not isinstance(languages, list) or not languages or not all(isinstance(x, str) for x in languages):
+            raise self.schema_error('"spec".languages', "must be a non-empty list of language names")
+        self.languages = languages
+        cpp = [x for x in languages if x in CPP_LANGUAGES]
+        python = [x for x in languages if x not in CPP_LANGUAGES]
+        if cpp and python:
+            raise self.error('"spec".languages', f"mixes C++ ({', '.join(cpp)}) and Python ({', '.join(python)}) "
+                             "languages, which SOL-ExecBench does not allow either", "Keep one kind.")
+        self.cpp = bool(cpp)
+        entry = spec.get("entry_point")
+        if not isinstance(entry, str) or entry.count("::") != 1:
+            raise self.schema_error('"spec".entry_point', f'must be "<file>::<function>", not {entry!r}')
+        self.entry_file, self.entry_function = entry.split("::")
+        if not self.entry_function.isidentifier() or keyword.iskeyword(self.entry_function):
+            raise self.schema_error('"spec".entry_point', f"{self.entry_function!r} is not a function name")
+        dps = spec.get("destination_passing_style", True)  # true where absent, as in their schema
+        if not isinstance(dps, bool):
+            raise self.schema_error('"spec".destination_passing_style', f"must be true or false, not {dps!r}")
+        self.dps = dps
+        binding = spec.get("binding")
+        if self.cpp and binding not in (None, "torch"):
+            raise self.error('"spec".binding', f"is {binding!r}; only the torch binding is converted",
+                             'Write the solution with "binding": "torch" (a PYBIND11_MODULE or a function '
+                             "of torch::Tensor arguments).")
+        self.read_sources()
+        if self.cpp:
+            self.read_compile_options(spec.get("compile_options"))
+
+    def read_sources(self) -> None:
+        sources = self.data.get("sources")
+        if not isinstance(sources, list) or not sources:
+            raise self.schema_error('"sources"', "must be a non-empty list of {path, content}")
+        for k, item in enumerate(sources):
+            where = f'"sources"[{k}]'
+            if not isinstance(item, dict) or not isinstance(item.get("path"), str) or not item["path"]:
+                raise self.schema_error(where, "must be {\"path\": ..., \"content\": ...}")
+            path = posixpath.normpath(item["path"])
+            if item["path"].startswith("/") or path.startswith("../") or path == "..":
+                raise self.schema_error(f"{where}.path", f"{item['path']!r} must be relative, inside the solution")
+            if path in self.files:
+                raise self.schema_error(f"{where}.path", f"{path!r} is given twice")
+            content = item.get("content")
+            if not content:  # as their command line does: read from beside the JSON
+                beside = self.path.parent / path
+                if not beside.is_file():
+                    raise self.error(f"{where}.content", f"is empty and there is no {beside}",
+                                     "Give the file's content, or put the file beside the solution JSON.")
+                content = beside.read_text()
+            if not isinstance(content, str):
+                raise self.schema_error(f"{where}.content", "must be the file's text")
+            self.files[path] = content
+        self.entry_file = posixpath.normpath(self.entry_file)
+        if self.entry_file not in self.files:
+            raise self.error('"spec".entry_point', f"names the file {self.entry_file!r}, which is not among the "
+                             f"sources ({', '.join(self.files)})", "Name a file of \"sources\" in the entry point.")
+
+    def read_compile_options(self, options: Any) -> None:
+        if options is None:
+            self.flags = {key: [] for key in COMPILE_DEFAULTS}
+            return
+        if not isinstance(options, dict):
+            raise self.schema_error('"spec".compile_options', "must be an object")
+        for key, default in COMPILE_DEFAULTS.items():
+            value = options.get(key, default)
+            if not isinstance(value, list) or not all(isinstance(f, str) for f in value):
+                raise self.schema_error(f'"spec".compile_options.{key}', "must be a list of strings")
+            self.flags[key] = list(value)
+
+    # -- the model file -----------------------------------------------------------------------
+
+    def model_source(self, problem: _Problem, zero_outputs: bool) -> str:
+        d = problem.definition
+        head = [f"# SOL-ExecBench solution {self.name} for {d['name']} ({', '.join(self.languages)}),",
+                f"# converted from {self.path.name} by cuda_agent.sol_execbench.solution_from_json."]
+        description = self.data.get("description")
+        if isinstance(description, str) and description.strip():
+            head += ["# " + line for line in textwrap.wrap(" ".join(description.split()), 96)]
+        style = ("destination_passing_style true: forward allocates the outputs from the definition and "
+                 "passes them last" if self.dps else "destination_passing_style false: forward returns "
+                 "what the entry point returns")
+        head += ["#", *("# " + line for line in textwrap.wrap(
+            f"Entry point {self.entry_file}::{self.entry_function}; {style}.", 96))]
+        if self.cpp:
+            return self.cpp_model(problem, head, zero_outputs)
+        return self.python_model(problem, head, zero_outputs)
+
+    def inline(self, path: str, seen: set[str], names: list[str]) -> str:
+        """``path``'s text with each ``#include "x"`` of a source inlined where first seen in this
+        file group (later ones dropped: it is above, in the same translation unit)."""
+        def include(m: re.Match) -> str:
+            target = next((t for t in (posixpath.normpath(posixpath.join(posixpath.dirname(path), m.group(1))),
+                                       posixpath.normpath(m.group(1))) if t in self.files), None)
+            if target is None:
+                return m.group(0)  # not among the sources: a system or toolkit header
+            if target in seen:
+                return f"// {m.group(0).strip()}: inlined above"
+            seen.add(target)
+            names.append(target)
+            body = _PRAGMA_ONCE.sub("", self.inline(target, seen, names)).strip("\n")
+            return f"// ---- {target} (inlined) ----\n{body}\n// ---- end of {target} ----"
+
+        return _QUOTED_INCLUDE.sub(include, self.files[path])
+
+    def cpp_model(self, problem: _Problem, head: list[str], zero_outputs: bool) -> str:
+        groups: dict[str, list[tuple[str, str]]] = {"cpp": [], "cuda": []}   # (label, text)
+        included: set[str] = set()
+        for kind, suffixes in (("cpp", CPP_FILES), ("cuda", CUDA_FILES)):
+            seen: set[str] = set()
+            for path in self.files:
+                if path.endswith(suffixes) and path not in seen:  # one included by another is above
+                    seen.add(path)
+                    names: list[str] = []
+                    text = self.inline(path, seen, names)
+                    included.update(names)
+                    groups[kind].append((f"{path} ({', '.join(names)} inlined)" if names else path, text))
+        if not groups["cpp"] and not groups["cuda"]:
+            raise self.error('"sources"', "hold no C++ or CUDA file (" + ", ".join(CPP_FILES + CUDA_FILES) + ")",
+                             "A C++ language solution builds its .cu/.cpp files.")
+        left_out = [p for p in self.files if not p.endswith(CPP_FILES + CUDA_FILES) and p not in included]
+        fn = self.entry_function
+        cpp_code = _without_comments("\n".join(t for _, t in groups["cpp"]))
+        cuda_code = _without_comments("\n".join(t for _, t in groups["cuda"]))
+        if _PYBIND_MODULE.search(cpp_code) or _PYBIND_MODULE.search(cuda_code):
+            functions = "None,  # the sources define PYBIND11_MODULE"
+        elif _declaration(cpp_code, fn):
+            functions = f"[{fn!r}],"
+        elif (declaration := _declaration(cuda_code, fn)) is not None:
+            # load_inline binds functions in main.cpp, so one defined in cuda.cu is declared there.
+            groups["cpp"].append((f"declaration of {fn}, defined in the CUDA sources",
+                                  f"{declaration};\n"))
+            functions = f"[{fn!r}],"
+        else:
+            raise self.error('"spec".entry_point', f"no source defines PYBIND11_MODULE, and the function {fn} is "
+                             "not defined in a .cu or .cpp file of the sources (after inlining their headers)",
+                             f"Define {fn} in a compiled file, or bind it in a PYBIND11_MODULE(TORCH_EXTENSION_NAME, "
+                             "m) block.")
+        lines = head + ["#", "# Built with load_inline as SOL-ExecBench builds the files: the C++ files into cpp_sources,",
+                        "# the CUDA files into cuda_sources, each header of the sources inlined where first included."]
+        if left_out:
+            lines.append(f"# Not built (no file includes them): {', '.join(left_out)}.")
+        lines += ["", "import torch", "import torch.nn as nn", "from torch.utils.cpp_extension import load_inline", ""]
+        names: dict[str, list[str]] = {"cpp": [], "cuda": []}
+        for kind in ("cpp", "cuda"):
+            for k, (label, text) in enumerate(groups[kind]):
+                name = f"_SOL_{kind.upper()}_{k}"
+                names[kind].append(name)
+                lines += [f"# {label}", f"{name} = {_string_literal(text)}", ""]
+        module = "sol_" + (re.sub(r"\W+", "_", self.name).strip("_") or "solution")[:48]
+        call = ["_sol_ext = load_inline(", f"    name={module!r},",
+                f"    cpp_sources=[{', '.join(names['cpp'])}],"]
+        if names["cuda"]:
+            call.append(f"    cuda_sources=[{', '.join(names['cuda'])}],")
+        call.append(f"    functions={functions}")
+        for key, argument in (("cflags", "extra_cflags"), ("cuda_cflags", "extra_cuda_cflags"),
+                              ("ld_flags", "extra_ldflags")):
+            if self.flags[key]:
+                call.append(f"    {argument}={self.flags[key]!r},")
+        call.append(")")
+        lines += call
+        lines += ["", ""] + self.model_class(problem, "_sol_ext." + fn, "torch", "nn", zero_outputs)
+        return "\n".join(lines) + "\n"
+
+    def python_model(self, problem: _Problem, head: list[str], zero_outputs: bool) -> str:
+        if not self.entry_file.endswith(".py"):
+            raise self.error('"spec".entry_point', f"a {', '.join(self.languages)} solution's entry file must be a "
+                             f".py file, not {self.entry_file!r}", "Name the Python module that defines the entry.")
+        modules = [p for p in self.files if p.endswith(".py")]
+        if len(modules) > 1:
+            raise self.error('"sources"', f"hold {len(modules)} Python files ({', '.join(modules)}); the conversion "
+                             "carries one module into model_new.py", "Put the solution's Python code in one file.")
+        source = self.files[self.entry_file]
+        try:
+            tree = ast.parse(source)
+        except SyntaxError as exc:
+            raise self.error(self.entry_file, f"is not valid Python ({exc.msg}, line {exc.lineno})",
+                             "Fix the source.") from None
+        bound = _bound_names(tree)
+        if self.entry_function not in bound:
+            raise self.error('"spec".entry_point', f"{self.entry_file} defines no top-level {self.entry_function}",
+                             "Name a function the module defines.")
+        clash = sorted(n for n in bound if n in _PYTHON_SCAFFOLDING)
+        if clash:
+            raise self.error(self.entry_file, f"defines {', '.join(clash)}, which model_new.py defines around it",
+                             "Rename them in the solution.")
+        left_out = [p for p in self.files if p != self.entry_file]
+        lines = head + ["#", f"# The solution's {self.entry_file} as it is, then ModelNew calling its {self.entry_function}."]
+        if left_out:
+            lines.append(f"# Not carried (not Python): {', '.join(left_out)}.")
+        lines += [f"# ---- {self.entry_file} ----", source.rstrip("\n"), f"# ---- end of {self.entry_file} ----",
+                  "", *(["import torch as _sol_torch"] if self.dps else []), "import torch.nn as _sol_nn", ""]
+        call = self.entry_function
+        if call in {t.name for t in problem.inputs}:  # forward's parameter would hide it
+            lines.append(f"_sol_entry = {call}")
+            call = "_sol_entry"
+        lines += [""] + self.model_class(problem, call, "_sol_torch", "_sol_nn", zero_outputs)
+        return "\n".join(lines) + "\n"
+
+    def model_class(self, problem: _Problem, call: str, torch_name: str, nn_name: str, zero: bool) -> list[str]:
+        params = [t.name for t in problem.inputs]
+        args = ", ".join(params)
+        body: list[str] = []
+        init: list[str] = []
+        helpers: list[str] = []
+        if not self.dps:
+            outputs = [t.name for t in problem.outputs]
+            pick = (f"_sol_result[{outputs[0]!r}]" if len(outputs) == 1
+                    else f"tuple(_sol_result[n] for n in {tuple(outputs)!r})")
+            body += [f"_sol_result = {call}({args})",
+                     "# outputs returned by name are taken in the definition's order, as SOL-ExecBench does",
+                     f"return {pick} if isinstance(_sol_result, dict) else _sol_result"]
+        else:
+            allocation, locals_, device_buffer, whole = self.destinations(problem, call, torch_name, zero)
+            body += allocation
+            body.append(f"{call}({', '.join(params + locals_)})")
+            body.append(f"return {', '.join(locals_) or 'None'}")
+            if device_buffer:  # no tensor input to take the device from
+                init = ["def __init__(self):", "    super().__init__()",
+                        f'    self.register_buffer("_sol_device", {torch_name}.empty(0), persistent=False)', ""]
+            if whole:
+                helpers = [_WHOLE_HELPER.strip(), "", ""]
+        lines = helpers + [f"class ModelNew({nn_name}.Module):"]
+        lines += ["    " + line if line else "" for line in init]
+        lines.append(f"    def forward(self{', ' if args else ''}{args}):")
+        lines += ["        " + line for line in body]
+        return lines
+
+    def destinations(self, problem: _Problem, call: str, torch_name: str,
+                     zero: bool) -> tuple[list[str], list[str], bool, bool]:
+        """The lines that allocate the outputs as SOL-ExecBench's harness does (shapes from the
+        definition's axes, read from the inputs' shapes where they appear there), the outputs'
+        local names, whether the device comes from a buffer, whether ``_sol_whole`` is used."""
+        tensors = [t for t in problem.inputs if t.shape is not None]
+        taken = {t.name for t in problem.inputs} | {"self", torch_name, "nn", call.split(".")[0]}
+        known: dict[str, str] = {}
+        lines: list[str] = []
+        whole = False
+        output = ""
+
+        def value(axis: str, stack: frozenset[str]) -> str:
+            nonlocal whole
+            if axis.isdigit():
+                return axis
+            if axis in known:
+                return known[axis]
+            spec = problem.axes[axis]
+            if spec["type"] == "const":
+                known[axis] = repr(spec["value"])
+                return known[axis]
+            where = next(((t.name, k) for t in tensors for k, a in enumerate(t.shape) if a == axis), None)
+            if where is None and (spec["type"] != "expr" or axis in stack):
+                raise self.error('"spec".destination_passing_style', f"the output {output}'s axis {axis} appears in "
+                                 "no input's shape, so its size is not known when the entry point is called",
+                                 "Such a solution cannot be converted with destination passing style; return the "
+                                 "outputs instead (destination_passing_style false).")
+            if where is not None:
+                local = _fresh(axis, taken)
+                taken.add(local)
+                lines.append(f"{local} = {where[0]}.shape[{where[1]}]")
+            else:
+                tree = problem.expressions[axis]
+                values = {n: value(n, stack | {axis}) for n in sorted(_names(tree))}
+
+                class Substitute(ast.NodeTransformer):
+                    def visit_Name(self, node: ast.Name) -> ast.AST:
+                        return ast.parse(values[node.id], mode="eval").body
+
+                expression = ast.unparse(Substitute().visit(ast.parse(ast.unparse(tree), mode="eval")))
+                local = _fresh(axis, taken)
+                taken.add(local)
+                lines.append(f"{local} = _sol_whole({axis!r}, {expression})")
+                whole = True
+            known[axis] = local
+            return local
+
+        device = f"{tensors[0].name}.device" if tensors else "self._sol_device.device"
+        make = "zeros" if zero else "empty"
+        locals_: list[str] = []
+        allocations: list[str] = []
+        for k, tensor in enumerate(problem.outputs):
+            output = tensor.name
+            if tensor.shape is None:
+                raise self.error('"spec".destination_passing_style', f"the output {tensor.name} is a scalar (shape "
+                                 "null), which cannot be passed as a destination", "Return the outputs instead "
+                                 "(destination_passing_style false).")
+            sizes = [value(a, frozenset()) for a in tensor.shape]
+            shape = "(" + ", ".join(sizes) + ("," if len(sizes) == 1 else "") + ")"
+            base = tensor.name if tensor.name.isidentifier() and not keyword.iskeyword(tensor.name) else f"output{k}"
+            local = _fresh(base, taken | set(problem.axes))
+            taken.add(local)
+            locals_.append(local)
+            allocations.append(f"{local} = {torch_name}.{make}({shape}, dtype={torch_name}.{tensor.dtype}, "
+                               f"device={device})")
+        return lines + allocations, locals_, not tensors, whole
