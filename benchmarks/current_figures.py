@@ -111,10 +111,19 @@ FIGURES = [
            "scripts/gpu_check.sh repeatability", device=_said("NVIDIA H200")),
     Figure("group judging", "one task's candidates, 4 group runs at once", "benchmarks/results/group_judging-cuda.json",
            _group, "16 ≤ 2x 4", "scripts/gpu_check.sh group", device=_said("NVIDIA H200")),
-    Figure("workloads", "one declared workload's judge run, median, at 1 / 2 / 4 declared (2 held out checked too)",
-           "benchmarks/results/workload_scaling_cpu.json",
-           lambda d: " / ".join(f"{r['declared_median_s']:.2f} s" for r in d["rows"]), "no growth with the count",
-           "python benchmarks/workload_scaling.py --device cpu --repeats 5", device=_said("2-core CPU machine")),
+    Figure("workloads", "a task's judge time per declared workload, median of five, at 1 / 2 / 4 declared "
+           "(2 held out checked too); the paid geometric mean's largest deviation",
+           "benchmarks/results/workload_scaling-cuda-h200.json",
+           lambda d: (" / ".join(f"{r['per_workload_s']:.2f} s" for r in d["rows"]) + "; ±"
+                      + f"{max(r['speedup_max_deviation'] for r in d['rows']):.1%}"),
+           "at most linear growth; ±2%", "scripts/gpu_check.sh workloads"),
+    Figure("SOL-ExecBench examples", "their example solutions judged here and by their harness (first 2 workloads)",
+           "docs/kernelbench/sol_execbench_examples-h200.json",
+           lambda d: (f"{d['correct_here']} of {len(d['rows'])} correct here (the others refused by the rules); "
+                      f"{sum(bool(r['theirs'].get('ran')) for r in d['rows'])} ran through theirs, "
+                      f"{sum(r['theirs'].get('passed') == r['theirs'].get('total') for r in d['rows'] if r['theirs'].get('ran'))} passed"),
+           "", 'SOL_WORKLOADS=2 SOL_FLAGS="--only cuda_cpp/rmsnorm,triton,pytorch,cudnn,cutlass,cute_dsl,cutile" '
+           'scripts/gpu_check.sh sol_execbench', device=_said("NVIDIA H200")),
     Figure("honest judges refused under load", "100 honest judges, 8 at once",
            "benchmarks/results/false_refusals-cuda-run4.json",
            lambda d: f"{d['refusal_rate']:.0%} refused of {d['judged']}", "", "scripts/gpu_check.sh refusals",
