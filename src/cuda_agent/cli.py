@@ -246,7 +246,7 @@ def optimize(
 
 @app.command()
 def bench(
-    kernelbench: Path = typer.Option(..., "--kernelbench", help="A KernelBench checkout (or its KernelBench/ folder)."),
+    kernelbench: Path = typer.Option(..., "--kernelbench", help="A KernelBench checkout (or its KernelBench/ folder), or SOL-ExecBench problems: a folder of problem folders (level 1) or of subsets L1, L2, ..."),
     levels: str = typer.Option("1,2,3", "--levels", help="Levels to run, e.g. 1,2,3."),
     problems: Optional[list[str]] = typer.Option(None, "--problems", help="Problem ids, e.g. 1-10,19 (every level) or 2:1-10 (level 2; other levels: all); repeatable."),
     solutions: Optional[Path] = typer.Option(None, "--solutions", help="Solutions: level{N}/{id}_{Name}/ folders, agent output, or KernelBench generations."),
@@ -275,12 +275,12 @@ def bench(
     device: Optional[str] = DeviceOpt,
     cache_dir: Optional[Path] = CacheOpt,
 ) -> None:
-    """Judge solutions (or run the agent) on KernelBench and report the paper's metrics."""
-    from .bench.kernelbench import levels_root, parse_levels, parse_selection
+    """Judge solutions (or run the agent) on KernelBench (or SOL-ExecBench problems) and report the paper's metrics."""
+    from .bench.kernelbench import check_root, parse_levels, parse_selection
     from .bench.benchmark import BenchOptions, run_benchmark
 
     if not report_only:
-        levels_root(kernelbench)  # a wrong path is the first thing to say, before the other options
+        check_root(kernelbench)  # a wrong path is the first thing to say, before the other options
     # run_benchmark refuses a wrong combination of --solutions, --model and --baselines-only.
     name = label or (model.replace("/", "_") if model else Path(solutions).resolve().name if solutions else "baselines")
     config = _config(device, cache_dir, timing_seconds, timing_file, exclusive_timing=exclusive_timing or None)

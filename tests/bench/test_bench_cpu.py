@@ -235,3 +235,23 @@ def test_baselines_only_refuses_solutions(tmp_path, judge_config):
     with pytest.raises(BenchmarkError, match="references alone"):
         run_benchmark(BenchOptions(kernelbench=FIXTURE, out=tmp_path / "out", levels=[1], baselines_only=True,
                                    solutions=FIXTURE / "solutions", judge=judge_config()))
+
+
+@pytest.mark.slow
+@pytest.mark.timing
+def test_sol_execbench_problems_are_benchmarked_over_their_workloads(tmp_path, judge_config):
+    # A folder of SOL-ExecBench problems is level 1; the solution sits where a KernelBench
+    # problem's would, under its id and folder name.
+    problems = tmp_path / "problems"
+    shutil.copytree(FIXTURE.parent / "sol_execbench" / "rmsnorm_h64", problems / "rmsnorm_h64")
+    shutil.copytree(FIXTURE.parent / "solutions" / "cpu" / "sol_rmsnorm", tmp_path / "solutions" / "level1" / "1_rmsnorm_h64")
+    options = BenchOptions(kernelbench=problems, out=tmp_path / "out", levels=[1], solutions=tmp_path / "solutions",
+                           label="sol", judge=judge_config(), min_baseline_ms=0.0)
+    report, written = run_benchmark(options)
+    (record,) = report["problems"]
+    assert record["name"] == "1_rmsnorm_h64.py" and record["status"] == "ok", record
+    verdict = json.loads(next((tmp_path / "out").rglob("verdicts/level1/1_rmsnorm_h64-*.json")).read_text())
+    judged = verdict["workloads"]
+    assert sum(w["held_out"] for w in judged) == 2 and len(judged) == 5  # 3 declared, 2 held out
+    assert all(w["correct"] for w in judged)
+    assert written["markdown"].is_file()

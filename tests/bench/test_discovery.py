@@ -152,3 +152,37 @@ def test_problems_can_be_selected_per_level(tmp_path):
     assert [p.problem_id for p in found[1]] == [1, 2] and [p.problem_id for p in found[2]] == [2]
     with pytest.raises(BenchmarkError, match="LEVEL:IDS"):
         parse_selection(["x:1"])
+
+
+SOL_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sol_execbench"
+
+
+def test_a_folder_of_sol_execbench_problems_is_level_one_in_natural_order():
+    from cuda_agent.bench.kernelbench import check_root
+
+    check_root(SOL_FIXTURES)
+    (problems,) = discover(SOL_FIXTURES, [1]).values()
+    # malformed/ holds problems one level down: not a problem of this set
+    assert [p.name for p in problems] == ["1_gemm_k16.py", "2_grouped_heads_bf16.py", "3_rmsnorm_h64.py"]
+    assert problems[2].path == SOL_FIXTURES / "rmsnorm_h64" and problems[2].key == "level1/3_rmsnorm_h64.py"
+    assert problems[2].task().name == "rmsnorm_h64"  # loaded as the judge loads it
+    assert [p.problem_id for p in discover(SOL_FIXTURES, [1], {1, 3})[1]] == [1, 3]
+    (alone,) = discover(SOL_FIXTURES / "gemm_k16", [1])[1]  # one problem folder
+    assert alone.name == "1_gemm_k16.py"
+
+
+def test_sol_execbench_subsets_named_by_level_are_those_levels(tmp_path):
+    import shutil
+
+    for level, problem in (("L1", "rmsnorm_h64"), ("L2", "gemm_k16"), ("L2", "grouped_heads_bf16")):
+        shutil.copytree(SOL_FIXTURES / problem, tmp_path / level / problem)
+    (tmp_path / "Quant").mkdir()  # a subset not named by level is not a level
+    found = discover(tmp_path, [1, 2])
+    assert {n: [p.name for p in ps] for n, ps in found.items()} == {
+        1: ["1_rmsnorm_h64.py"], 2: ["1_gemm_k16.py", "2_grouped_heads_bf16.py"]}
+    with pytest.raises(BenchmarkError, match="at level.s. 1, 2, not 3: pass --levels 1,2"):
+        discover(tmp_path, [3])
+    with pytest.raises(BenchmarkError, match="does not look like a KernelBench checkout"):
+        from cuda_agent.bench.kernelbench import check_root
+
+        check_root(tmp_path / "Quant")
