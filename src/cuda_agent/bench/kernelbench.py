@@ -114,7 +114,8 @@ def sol_execbench_levels(path: str | Path) -> dict[int, list[Path]]:
         return {1: [path]}
     subsets = {int(m.group(1)): folder for folder in path.iterdir()
                if folder.is_dir() and (m := SOL_SUBSET.match(folder.name))}
-    levels = {n: problems for n, folder in sorted(subsets.items()) if (problems := sol_execbench.problem_folders(folder))}
+    levels = {n: problems for n, folder in sorted(subsets.items())
+              if (problems := sol_execbench.problem_folders(folder))}
     if levels:
         return levels
     problems = sol_execbench.problem_folders(path)

@@ -36,10 +36,10 @@ EXACT_DTYPES = (torch.bool, torch.int8, torch.int16, torch.int32, torch.int64, t
 # The loosest tolerance each reduced-precision dtype gets, whatever is configured. An 8-bit float
 # holds 3 (e4m3) or 2 (e5m2) mantissa bits: one rounding apart is 2^-3 or 2^-2 of the value, so a
 # kernel that rounds once, in another order than the reference, is that far off.
+_FLOAT8_FLOORS = {"float8_e4m3fn": 2.0 ** -3, "float8_e4m3fnuz": 2.0 ** -3,
+                  "float8_e5m2": 2.0 ** -2, "float8_e5m2fnuz": 2.0 ** -2}
 DTYPE_FLOORS = {torch.float16: 1e-2, torch.bfloat16: 2e-2, torch.complex32: 1e-2,
-                **{getattr(torch, name): floor for name, floor in (("float8_e4m3fn", 2.0 ** -3), ("float8_e4m3fnuz", 2.0 ** -3),
-                                                                    ("float8_e5m2", 2.0 ** -2), ("float8_e5m2fnuz", 2.0 ** -2))
-                   if hasattr(torch, name)}}
+                **{getattr(torch, name): floor for name, floor in _FLOAT8_FLOORS.items() if hasattr(torch, name)}}
 
 
 def tolerance_for(dtype: torch.dtype, atol: float, rtol: float) -> tuple[float, float]:

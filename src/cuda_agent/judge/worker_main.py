@@ -143,8 +143,9 @@ def perturb_parameters(model: Any, seed: int) -> None:
 
 # Every floating input value is scaled by its own factor in [1 - 2^-8, 1 + 2^-8] (8-bit floats,
 # whose steps are 2^-3 or 2^-2 apart, in [1 - 2^-2, 1 + 2^-2]: a smaller factor rounds back to
-# the same value), drawn from the call's seed: whatever a task's get_inputs does (a generator of its own, constants), no two calls
-# see the same inputs, so an output remembered from an earlier call is wrong for the next one.
+# the same value), drawn from the call's seed: whatever a task's get_inputs does (a generator of
+# its own, constants), no two calls see the same inputs, so an output remembered from an earlier
+# call is wrong for the next one.
 # Signs, zeros, magnitudes, shapes and strides stay as the task made them. Every process varies
 # the inputs of a seed alike; a tensor whose elements share memory (an expanded view) cannot vary
 # element by element and is left as it is.

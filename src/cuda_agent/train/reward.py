@@ -5,8 +5,9 @@ format, has the judge profile it through a judge pool and returns the paper's mi
 (Eq. 1: -1, 1, 2, 3), with ``kind="continuous"`` the ablation's t_compile / t, or with ``kind="sol"``
 the SOL score against torch.compile (0.5 at its time, 1 at the device's limit; cuda only). It never
 raises for what the model wrote: a reply without a usable solution scores -1 with the reason,
-and so does a judge that fails or runs past ``timeout_s`` for each judgement the task takes (stopped there by a pool that takes a
-time limit, ``pools.TrainJudgePool``).
+and so does a judge that fails or runs past ``timeout_s`` for each judgement the task takes (one
+per workload where it declares several; stopped there by a pool that takes a time limit,
+``pools.TrainJudgePool``).
 
 * **Bounded**: at most ``concurrency`` judge runs at once (the pool has its own bound too).
 * **Judged together**: ``score_many`` judges the replies of one task (a GRPO group) in group runs
