@@ -208,3 +208,18 @@ def test_a_relative_cache_dir_builds(tmp_path, judge_cache):
     verdict = json.loads(result.stdout)
     assert verdict["status"] == "ok", verdict["feedback"]
     assert verdict["build"]["objects_compiled"] >= 1
+
+
+@pytest.mark.slow
+def test_a_sol_execbench_solution_json_is_judged_against_its_problem_folder(judge_cache, fast_timing_file):
+    problem = FIXTURES / "sol_execbench" / "rmsnorm_h64"
+    solution = FIXTURES / "sol_execbench_solutions" / "rmsnorm_cpu_dps.json"
+    ok = cli("judge", str(problem), str(solution), "--device", "cpu", "--json", "--timing", str(fast_timing_file),
+             cache=judge_cache)
+    assert ok.returncode == 0, ok.stderr
+    verdict = json.loads(ok.stdout)
+    assert verdict["correct"] is True and len(verdict["workloads"]) == 5  # 3 declared, 2 held out
+    # A solution JSON needs its problem's definition: a plain task is refused, saying what to give.
+    refused = cli("judge", str(TASK), str(solution), "--device", "cpu", cache=judge_cache)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "give its problem folder" in refused.stderr

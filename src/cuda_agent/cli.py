@@ -97,8 +97,8 @@ def _run(task, solution, stage: str, config, as_json: bool, title: str = "") -> 
 
 @app.command()
 def judge(
-    task: str = typer.Argument(..., help="Task: a .py file, or DATASET.jsonl:N / DATASET.parquet:N."),
-    solution: Path = typer.Argument(..., help="A workspace directory, or a single-file model_new.py."),
+    task: str = typer.Argument(..., help="Task: a .py file, DATASET.jsonl:N / DATASET.parquet:N, or a SOL-ExecBench problem folder."),
+    solution: Path = typer.Argument(..., help="A workspace directory, a single-file model_new.py, or (for a SOL-ExecBench problem) its solution JSON."),
     device: Optional[str] = DeviceOpt,
     as_json: bool = JsonOpt,
     checks: Optional[int] = typer.Option(None, "--checks", help="Number of correctness checks (default 5)."),
@@ -115,7 +115,27 @@ def judge(
 
     config = _config(device, cache_dir, timing_seconds, timing_file, num_checks=checks, atol=atol, rtol=rtol,
                      use_baseline_cache=False if no_baseline_cache else None)
-    raise typer.Exit(_run(load_task(task), load_solution(solution), "profile", config, as_json))
+    candidate = _sol_execbench_solution(task, solution) if solution.suffix == ".json" else load_solution(solution)
+    raise typer.Exit(_run(load_task(task), candidate, "profile", config, as_json))
+
+
+def _sol_execbench_solution(task_spec: str, path: Path):
+    """A SOL-ExecBench solution JSON as the single-file solution it converts to, for the problem
+    folder ``task_spec`` names (its definition says how to call the entry point)."""
+    import tempfile
+    from dataclasses import replace
+
+    from . import sol_execbench
+    from .errors import SolutionFormatError
+    from .solution import load_solution
+
+    folder = Path(task_spec)
+    if not sol_execbench.is_problem(folder):
+        raise SolutionFormatError(f"{path} is a solution JSON, read as SOL-ExecBench's: give its problem folder "
+                                  f"(the one with {sol_execbench.DEFINITION_FILE}) as the task, not {task_spec}")
+    with tempfile.TemporaryDirectory(prefix="cuda-agent-sol-") as out:
+        converted = load_solution(sol_execbench.solution_from_json(path, folder, Path(out)))
+    return replace(converted, origin=str(path))
 
 
 def _workspace_stage(stage: str, workspace: Path, task_spec: Optional[str], device: Optional[str],
