@@ -296,8 +296,20 @@ def test_calls_without_a_kernel_record_are_made_once():
 
 
 # -- threads and flags ----------------------------------------------------------------------------------
+def _settled_thread_count() -> int:
+    """The process's thread count once it holds still: a thread an earlier test joined may still
+    be exiting, and would cancel out the one started here (seen once under xdist)."""
+    count = recording.thread_count()
+    for _ in range(40):
+        time.sleep(0.05)
+        count, previous = recording.thread_count(), count
+        if count == previous:
+            break
+    return count
+
+
 def test_a_thread_left_running_is_seen():
-    before = recording.thread_count()
+    before = _settled_thread_count()
     stop = threading.Event()
     worker = threading.Thread(target=stop.wait)
     worker.start()
