@@ -28,7 +28,11 @@ def test_cuda_solutions_score_as_the_demo_expects(kind, reward, tmp_path):
         with KernelEnv(pool, tmp_path / kind) as env:
             env.reset(family.tasks()[0])
             await env.step(Message("assistant", "", calls))
-            return (await env.step(Message("assistant", "", [ToolCall("f", "finish", "{}")]))).reward
+            done = await env.step(Message("assistant", "", [ToolCall("f", "finish", "{}")]))
+            return done.reward, env.best.verdict if env.best else None
 
     with LocalJudgePool(demo_judge_config(tmp_path / "cache", "cuda"), max_concurrent=1) as pool:
-        assert asyncio.run(play(pool)) == reward
+        got, verdict = asyncio.run(play(pool))
+    # On a mismatch, the verdict says why (a speedup withheld, and the reason, say)
+    assert got == reward, json.dumps({k: (verdict or {}).get(k) for k in (
+        "status", "speedup_vs_eager", "speedup_vs_compile", "speedup_withheld", "timings", "feedback")}, default=str)[:3000]
