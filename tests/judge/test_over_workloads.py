@@ -179,3 +179,51 @@ def test_a_failure_that_no_workload_causes_is_said_as_it_is(task):
     broken = Verdict(status="compile_error", stage="compile", error="kernels/a.cpp:3: error", feedback="compile error")
     out = combine(task, PLAN, [(HIDDEN, broken)], "profile", 0.05)
     assert out.error == "kernels/a.cpp:3: error" and out.feedback == "compile error"
+
+
+class ReferenceBesideCandidate:
+    """A judge whose task reference fails at every held-out size when run beside the candidate,
+    and runs (or not: ``fails_alone``) when checked alone."""
+
+    def __init__(self, fails_alone: bool):
+        import random
+
+        from cuda_agent.judge.config import JudgeConfig
+
+        self.fails_alone, self.config, self._rng = fails_alone, JudgeConfig(backend="cpu"), random.Random(0)
+        self.checked_alone: list[str] = []
+
+    def progress(self, message):
+        pass
+
+    def evaluate(self, task, solution, stage):
+        if "held-out" in task.metadata["workload"]["name"]:
+            return Verdict(status="runtime_error", stage=stage, error="the reference (reference-eager) failed: OOM",
+                           settings={"fault": "task"}, notes=["this failure is the task's, not the candidate's"],
+                           feedback="runtime error\nnote: this failure is the task's, not the candidate's")
+        return timed(2.0, 1.2)
+
+    def check_reference(self, task):
+        from cuda_agent.judge.reference import ReferenceReport
+
+        self.checked_alone.append(task.metadata["workload"]["name"])
+        return ReferenceReport(task=task.name, task_sha256=task.sha256, backend="cpu", ok=not self.fails_alone)
+
+
+@pytest.mark.parametrize("fails_alone", [True, False])
+def test_a_held_out_size_is_passed_over_only_where_the_reference_fails_alone_too(task, fails_alone):
+    # A candidate that makes the reference beside it fail (taking the device's memory, say) must not
+    # skip the sizes that catch a kernel hard-wired to the ones it saw.
+    from cuda_agent.judge.over_workloads import judge_over_workloads
+
+    judge = ReferenceBesideCandidate(fails_alone)
+    (out,) = judge_over_workloads(judge, task, [object()], "profile")
+    assert judge.checked_alone and all(name.startswith("held-out") for name in judge.checked_alone)
+    if fails_alone:
+        assert out.status == "ok" and out.reward == 3
+        assert sum("was passed over: the task's reference failed there" in n for n in out.notes) == 2
+    else:
+        assert out.status == "runtime_error" and out.reward == -1 and out.settings["fault"] == "candidate"
+        assert out.error.startswith("held-out workload held-out-1")
+        assert "only beside the candidate; alone, it ran" in out.feedback
+        assert "not the candidate's" not in out.feedback

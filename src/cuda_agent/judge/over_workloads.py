@@ -21,11 +21,13 @@ from ..solution import Solution
 from ..task import Task
 from ..workloads import Workload, WorkloadPlan, held_out, read_plan, variant
 from .reward import rewards
-from .run_support import median_ms
+from .run_support import fault_note, median_ms
 from .verdict import Verdict
 
 if TYPE_CHECKING:
     from .judge import Judge
+
+TASKS_FAULT_NOTE = fault_note("task")
 
 
 def judge_over_workloads(judge: "Judge", task: Task, solutions: list[Solution], stage: str) -> list[Verdict]:
@@ -49,6 +51,8 @@ def judge_over_workloads(judge: "Judge", task: Task, solutions: list[Solution], 
             [judge.evaluate(sub, solutions[live[0]], at)]
         for k, verdict in zip(live, verdicts):
             results[k].append((workload, verdict))
+        if any(_not_held_against(workload, verdict) for verdict in verdicts):
+            _confirm_alone(judge, sub, verdicts)
         live = [k for k, verdict in zip(live, verdicts) if verdict.status == "ok" or _not_held_against(workload, verdict)]
     return [combine(task, plan, results[k], stage, judge.config.margin) for k in range(len(solutions))]
 
@@ -57,6 +61,23 @@ def _not_held_against(workload: Workload, verdict: Verdict) -> bool:
     """A held-out workload whose failure is the task's (its reference fails at the size drawn):
     the judge's draw, not the candidate's doing, so it is passed over."""
     return workload.held_out and verdict.status != "ok" and verdict.settings.get("fault") == "task"
+
+
+def _confirm_alone(judge: "Judge", sub: Task, verdicts: list[Verdict]) -> None:
+    """A reference that failed at a held-out size beside the candidates, run again alone. A
+    candidate can make the reference beside it fail (by taking the device's memory, say), and so
+    have passed over the very size that catches a kernel hard-wired to the sizes it saw: the size
+    is passed over only where the reference fails alone too. Where it runs alone, the failure
+    stands against each candidate it happened beside, as a reference's failure does at any task."""
+    alone = judge.check_reference(sub)
+    if not alone.ok:
+        return
+    beside = "the task's reference failed at this size only beside the candidate; alone, it ran"
+    for verdict in verdicts:
+        if verdict.settings.get("fault") == "task":
+            verdict.settings["fault"] = "candidate"
+            verdict.notes = [beside if n == TASKS_FAULT_NOTE else n for n in verdict.notes]
+            verdict.feedback = verdict.feedback.replace(TASKS_FAULT_NOTE, beside)
 
 
 # Failures that do not depend on the workload (the solution's files, its build, its rules): said

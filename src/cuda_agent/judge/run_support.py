@@ -80,6 +80,11 @@ def median_ms(verdict: Verdict, which: str) -> float | None:
     return stats.median_ms if stats else None
 
 
+def fault_note(fault: str) -> str:
+    """The note a verdict carries where its failure is not the candidate's."""
+    return f"this failure is the {fault}'s, not the candidate's"
+
+
 def fail(verdict: Verdict, status: str, error: str, details: str = "", fault: str = "candidate") -> NoReturn:
     verdict.status = status
     verdict.correct = False
@@ -87,7 +92,7 @@ def fail(verdict: Verdict, status: str, error: str, details: str = "", fault: st
     if details:
         verdict.details = details
     if fault != "candidate":
-        verdict.notes.append(f"this failure is the {fault}'s, not the candidate's")
+        verdict.notes.append(fault_note(fault))
     verdict.settings["fault"] = fault
     raise RunStopped
 
