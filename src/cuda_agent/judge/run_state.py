@@ -41,7 +41,8 @@ class RunState:
                  verdict: Verdict) -> None:
         self.judge, self.task, self.solution, self.verdict = judge, task, solution, verdict
         # The judge's settings, with the tolerance a task's workload sets for itself (workloads.py).
-        self.cfg: JudgeConfig = replace(judge.config, **tolerance_of(task)) if tolerance_of(task) else judge.config
+        tolerance = tolerance_of(task)
+        self.cfg: JudgeConfig = replace(judge.config, **tolerance) if tolerance else judge.config
         # how many judges' workers share the machine's memory, for the workers' caps (a group's
         # candidates count as judges of their own)
         self.judges_sharing = self.cfg.judges_at_once
