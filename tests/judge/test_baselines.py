@@ -110,9 +110,10 @@ def test_a_real_judge_re_times_a_baseline_that_did_not_settle(judge_config, task
                                                               monkeypatch):
     # Baseline sessions asked to know their medians to a billionth never settle: a judge times its
     # two sessions, pays no speedup over them and says why; a judge soon after uses them as they
-    # are (still no speedup); one after RETIME_UNSETTLED_AFTER_S times them again.
+    # are (still no speedup); one after RETIME_UNSETTLED_AFTER_S times them again. Each session
+    # goes on past the candidate's max_calls (10) while its median is not known well enough.
     timing = dataclasses.replace(judge_config().timing, precision=1e-9, baseline_sessions=1,
-                                 max_baseline_sessions=2)
+                                 max_baseline_sessions=2, max_baseline_calls=30)
     judge = Judge(judge_config(timing=timing))
     path = tmp_path / "scale_bias_relu_unsettled.py"
     path.write_text(task.source + f"\n# variant for the unsettled baseline test: {uuid.uuid4()}\n")
@@ -126,6 +127,9 @@ def test_a_real_judge_re_times_a_baseline_that_did_not_settle(judge_config, task
             stats = verdict.timings[mode]
             assert stats.source == source and stats.stable is False and len(stats.sessions_ms) == 2
         assert verdict.reward == 1 and verdict.speedup_vs_eager is None and verdict.speedup_vs_compile is None
+        assert verdict.timings["candidate"].calls <= timing.max_calls
+        if source == "measured":  # the timed sessions' calls, pooled
+            assert timing.max_calls * 2 < verdict.timings["eager"].calls <= timing.max_baseline_calls * 2
         assert "the eager baseline is unsettled" in verdict.speedup_withheld
         assert "the torch.compile baseline is unsettled" in verdict.speedup_withheld
         assert f"reward 1: correct, but {verdict.speedup_withheld}" in verdict.feedback

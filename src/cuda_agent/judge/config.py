@@ -50,6 +50,11 @@ class TimingConfig:
     # timing.BASELINE_TOLERANCE).
     baseline_sessions: int | None = None
     max_baseline_sessions: int = 5
+    # A baseline session's calls may go past ``max_calls``, up to this many, while its median is
+    # not yet known to ``precision`` (and ``target_seconds`` allows): it keeps no outputs, and it
+    # is timed once per task and device, so a fast reference with a few percent of jitter per call
+    # settles by timing longer rather than withholding every candidate's speedup.
+    max_baseline_calls: int = 2000
     baseline_tolerance: float | None = None
     # cpu backend: torch and OpenMP threads for every model. One by default, because a fork-join
     # region on a busy machine waits for its slowest thread and timings stop meaning anything.
@@ -57,7 +62,7 @@ class TimingConfig:
 
     def __post_init__(self) -> None:
         _at_least(self, 0, "warmup_calls")
-        _at_least(self, 1, "min_calls", "max_calls", "max_baseline_sessions", "cpu_threads")
+        _at_least(self, 1, "min_calls", "max_calls", "max_baseline_sessions", "max_baseline_calls", "cpu_threads")
         _positive(self, "target_seconds")
         _positive(self, "precision", "max_uncertainty", "drift_tolerance", "baseline_tolerance", optional=True)
         _at_least(self, 1, "baseline_sessions", optional=True)

@@ -48,7 +48,8 @@ class RunTiming:
 
     # -- stage 3 ------------------------------------------------------------------------------
     def _timed(self, worker: WorkerProcess, label: str, keep: bool, follows: TimedSession | None = None,
-               flusher: WorkerProcess | None = None, stager: WorkerProcess | None = None) -> TimedSession:
+               flusher: WorkerProcess | None = None, stager: WorkerProcess | None = None,
+               max_calls: int | None = None) -> TimedSession:
         """A timing session for ``worker``; one that ``follows`` another ends with it; a
         ``flusher`` flushes the shared cache before each of its calls (``session``). A
         candidate's CPU clock is read around its untimed steps on the cpu backend, where all its
@@ -59,7 +60,7 @@ class RunTiming:
         watch_cpu = not worker.spec.trusted and self.judge.backend == "cpu"
         sampler = self._sampler(worker) if watch_cpu and cfg.runtime_checks else None
         return TimedSession(worker, label, keep=keep, warmup=t.warmup_calls, min_calls=t.min_calls,
-                            max_calls=t.max_calls, precision=t.precision, target_seconds=t.target_seconds,
+                            max_calls=max_calls or t.max_calls, precision=t.precision, target_seconds=t.target_seconds,
                             window=self.judge.backend == "cuda", exchange=self.workers.call, post=self.workers.post,
                             seed=self.run.seed, call_timeout_s=cfg.call_timeout_s,
                             warm_timeout_s=cfg.timing_timeout_s, cores=worker_cores, follows=follows,
@@ -295,7 +296,7 @@ class RunTiming:
                         with self.judge.beside_timing():
                             self.workers.call(worker, "run", cfg.timing_timeout_s, {"input_seed": self.run.seed()},
                                               expect={"output": object})
-                    timed = self._timed(worker, label, keep=False)
+                    timed = self._timed(worker, label, keep=False, max_calls=max(t.max_calls, t.max_baseline_calls))
                     self._time_sessions([timed])
                     worker.close()
                     sessions.append(TimingStats.from_session(timed.session, cfg.keep_samples))
