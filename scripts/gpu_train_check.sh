@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Training checks on one GPU: the TRL engine's demo on cuda (RFT, then GRPO against the CUDA judge,
-# the model on the GPU), the training throughput benchmark at reward concurrency 1, 4 and 16, and
-# the training GPU tests. Each part's output goes to $OUT (default ./gpu-results). On a machine with
+# the model on the GPU), the training throughput benchmark at reward concurrency 1, 4 and 16, the
+# training GPU tests, and verl's tests (its parts that run without a rollout engine, the CUDA
+# judge paying them) in an environment of their own. Each part's output goes to $OUT (default ./gpu-results). On a machine with
 # two GPUs or more, the throughput benchmark runs twice: the judges on the training GPU, then on GPU 1.
 #
 #   OUT=DIR             where the results go
@@ -11,6 +12,9 @@
 #   SITE=DIR            where those wheels are installed (default: a temporary folder)
 #   SKIP_THROUGHPUT=1   leave out the throughput benchmark
 #   SKIP_TESTS=1        leave out the training GPU tests
+#   VERL_WHEELS=DIR     the wheels verl's tests install, apart from the others (default .verl-wheels,
+#                       made by scripts/verl_gpu_wheels.sh; its *.tar.xz archives are unpacked there too)
+#   SKIP_VERL=1         leave out verl's tests
 #   SKIP_DEMO=1         leave out the demo (the throughput benchmark then trains its own RFT model)
 #   GRPO_STEPS=N        the demo's GRPO steps (default 16)
 #   DEMO_TIMEOUT=S, THROUGHPUT_TIMEOUT=S   seconds each part may take (default 1800)
@@ -60,6 +64,23 @@ fi
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   timeout 1800 python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests/train 2>&1 \
     | tee "$OUT/train-gpu-tests.log" || status=1
+fi
+
+if [ "${SKIP_VERL:-0}" != 1 ]; then
+  VERL_WHEELS=${VERL_WHEELS:-.verl-wheels}
+  if compgen -G "$VERL_WHEELS/*.whl" > /dev/null; then
+    # verl pins transformers below 5.11: its packages go first on the path, for these tests alone
+    VSITE=$(mktemp -d)
+    python3 -m pip install --quiet --no-index --no-deps --target "$VSITE" "$VERL_WHEELS"/*.whl 2>&1 | tail -2
+    for archive in "$VERL_WHEELS"/*.tar.xz; do [ ! -e "$archive" ] || tar xJf "$archive" -C "$VSITE"; done
+    PYTHONPATH="$VSITE:$PYTHONPATH" timeout 1800 python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" \
+      tests/train/test_verl.py tests/train/test_rft.py tests/train/test_verl_gpu.py 2>&1 \
+      | tee "$OUT/verl-tests.log" || status=1
+    rm -rf "$VSITE"
+  else
+    echo "verl's tests skipped: no wheels in $VERL_WHEELS (scripts/verl_gpu_wheels.sh makes them)" \
+      | tee "$OUT/verl-tests.log"
+  fi
 fi
 
 # keep the results folder small: the models, expert runs and workspaces are not results

@@ -32,3 +32,13 @@ def tiny_tokenizer_dir(tmp_path_factory) -> Path:
     """The demo's tiny model (tokenizer trained on a small corpus), for tests that need a tokenizer."""
     corpus = [family.solution_files("fast")[p] for p in family.files_of("cpu")] * 5 + [t.source for t in family.tasks()]
     return build_tiny_model(tmp_path_factory.mktemp("tiny"), corpus, vocab_size=2048)
+
+
+@pytest.fixture
+def tokenizer(tiny_tokenizer_dir):
+    from transformers import AutoTokenizer
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    tok = AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
+    tok.chat_template = qwen2_5_chat_template
+    return tok

@@ -18,8 +18,7 @@ from cuda_agent.train.rows import rl_rows, write_parquet  # noqa: E402
 from cuda_agent.train.stages import (PPO_MODULE, SFT_MODULE, TRAINING_STAGES, StageOptions, compose, prepare,  # noqa: E402
                                      stage_settings)
 
-PPO_OVERRIDES = ["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.model.path=m", "critic.model.path=m"]
-
+from .verl_parts import PPO_OVERRIDES, manager_score, naive_manager, ppo_config, run_loop, tool_call  # noqa: E402
 
 def options(stage, tmp_path, **kw):
     return StageOptions(stage=stage, model="Qwen/Qwen2.5-0.5B-Instruct", data=str(tmp_path / "rows.parquet"),
@@ -239,21 +238,6 @@ def test_a_wrong_key_fails_before_anything_runs():
         stage_settings(StageOptions(stage="warmup", model="m"))
 
 
-def ppo_config(**extra):
-    items = PPO_OVERRIDES + [f"{k}={v}" for k, v in extra.items()]
-    return compose(PPO_MODULE, items)
-
-
-@pytest.fixture
-def tokenizer(tiny_tokenizer_dir):
-    from transformers import AutoTokenizer
-    from trl.chat_template_utils import qwen2_5_chat_template
-
-    tok = AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
-    tok.chat_template = qwen2_5_chat_template
-    return tok
-
-
 def test_rows_load_with_rlhf_dataset(tmp_path, tokenizer, demo_tasks):
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
@@ -267,44 +251,6 @@ def test_rows_load_with_rlhf_dataset(tmp_path, tokenizer, demo_tasks):
         assert item["raw_prompt"][1]["role"] == "user" and demo_tasks[1].name in item["raw_prompt"][1]["content"]
         assert item["extra_info"]["ref_arch_src"] == demo_tasks[1].source
         assert item["tools_kwargs"]["cuda_agent"]["create_kwargs"]["task_id"] == demo_tasks[1].name
-
-
-class ScriptedServer:
-    """verl's server manager, answering each request with the next scripted reply, as tokens."""
-
-    def __init__(self, tokenizer, replies):
-        self.tokenizer, self.replies, self.requests = tokenizer, list(replies), []
-
-    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
-        from verl.workers.rollout.replica import TokenOutput
-
-        self.requests.append(list(prompt_ids))
-        text = self.replies[min(len(self.requests) - 1, len(self.replies) - 1)] + "<|im_end|>"
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids), stop_reason="completed")
-
-
-def tool_call(name, args):
-    return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tool_call>"
-
-
-def run_loop(tokenizer, pool, replies, tmp_path, task, **rollout):
-    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
-    from verl.utils.dataset.rl_dataset import RLHFDataset
-
-    from cuda_agent.train.verl_loop import CudaAgentLoop
-
-    config = ppo_config(**{f"actor_rollout_ref.rollout.{k}": v for k, v in rollout.items()})
-    server = ScriptedServer(tokenizer, replies)
-
-    async def go():
-        loop = CudaAgentLoop(trainer_config=DictConfigWrap(config), server_manager=server, tokenizer=tokenizer,
-                             processor=None, dataset_cls=RLHFDataset, data_config=DictConfigWrap(config.data),
-                             pool=pool, trajectory_dir=str(tmp_path / "trajectories"))
-        extra_info = {"ref_arch_src": task.source, "task_id": task.name, "index": 0}
-        return await loop.run({"temperature": 1.0}, extra_info=extra_info, raw_prompt=[])
-
-    return asyncio.run(go()), server
 
 
 def spans(mask):
@@ -420,12 +366,6 @@ def test_agent_loop_scores_the_best_solution_with_the_judge(tokenizer, train_poo
 
 @pytest.mark.slow
 def test_compute_score_through_verls_naive_reward_manager(tokenizer, train_pool, demo_tasks):
-    import numpy as np
-    import torch
-    from omegaconf import OmegaConf
-    from verl import DataProto
-    from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
-
     from cuda_agent.train.pools import register_pool
     from cuda_agent.train.verl_reward import compute_score
 
@@ -436,14 +376,7 @@ def test_compute_score_through_verls_naive_reward_manager(tokenizer, train_pool,
     task = demo_tasks[2]
 
     async def judge(reply):
-        manager = NaiveRewardManager(OmegaConf.create({}), tokenizer, score)
-        ids = tokenizer(reply, add_special_tokens=False)["input_ids"]
-        data = DataProto.from_dict(
-            tensors={"responses": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)},
-            non_tensors={"data_source": np.array(["cuda_agent/demo"], dtype=object),
-                         "reward_model": np.array([{"ground_truth": task.sha256}], dtype=object),
-                         "extra_info": np.array([{"ref_arch_src": task.source, "task_id": task.name}], dtype=object)})
-        return await manager.run_single(data)
+        return await manager_score(naive_manager(tokenizer, score), tokenizer, task, reply)
 
     slow = asyncio.run(judge(files_reply(family.solution_files("slow"))))
     assert slow["reward_score"] == 1.0 and slow["reward_extra_info"]["status"] == "ok"
@@ -465,10 +398,6 @@ class InstantPool:
 
 def test_compute_score_keys_are_the_same_for_every_outcome_so_a_mixed_batch_assembles(tokenizer, demo_tasks):
     import numpy as np
-    import torch
-    from omegaconf import OmegaConf
-    from verl import DataProto
-    from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
 
     from cuda_agent.train.pools import register_pool
     from cuda_agent.train.verl_reward import compute_score
@@ -479,23 +408,14 @@ def test_compute_score_keys_are_the_same_for_every_outcome_so_a_mixed_batch_asse
     score = functools.partial(compute_score, backend="cpu", concurrency=3)
     task = demo_tasks[0]
 
-    async def judge(manager, reply, extra_info):
-        ids = tokenizer(reply, add_special_tokens=False)["input_ids"]
-        data = DataProto.from_dict(
-            tensors={"responses": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)},
-            non_tensors={"data_source": np.array(["cuda_agent/demo"], dtype=object),
-                         "reward_model": np.array([{"ground_truth": task.sha256}], dtype=object),
-                         "extra_info": np.array([extra_info], dtype=object)})
-        return await manager.run_single(data)
-
     info = {"ref_arch_src": task.source, "task_id": task.name}
     replies = [(files_reply(family.solution_files("fast")), info), ("no code here", info),
                ("no code here", {"task_id": "lost"}), (files_reply(family.solution_files("fast")), {
                    "ref_arch_src": "x = 1\n", "task_id": "broken"})]
 
     async def batch(items):
-        manager = NaiveRewardManager(OmegaConf.create({}), tokenizer, score)  # binds the running loop
-        return await asyncio.gather(*(judge(manager, r, i) for r, i in items))
+        manager = naive_manager(tokenizer, score)  # binds the running loop
+        return await asyncio.gather(*(manager_score(manager, tokenizer, task, r, i) for r, i in items))
 
     for order in (replies, replies[::-1]):  # a judged reply first, and a failed one first
         outputs = asyncio.run(batch(order))
