@@ -2,8 +2,9 @@
 # Training checks on one GPU: the TRL engine's demo on cuda (RFT, then GRPO against the CUDA judge,
 # the model on the GPU), the training throughput benchmark at reward concurrency 1, 4 and 16, the
 # training GPU tests, and verl's tests (its parts that run without a rollout engine, the CUDA
-# judge paying them) in an environment of their own. Each part's output goes to $OUT (default ./gpu-results). On a machine with
-# two GPUs or more, the throughput benchmark runs twice: the judges on the training GPU, then on GPU 1.
+# judge paying them) in an environment of their own. Each part's output goes to $OUT (default
+# ./gpu-results). On a machine with two GPUs or more, the throughput benchmark runs twice: the
+# judges on the training GPU, then on GPU 1.
 #
 #   OUT=DIR             where the results go
 #   WHEELS=DIR          a folder of wheels to install first, offline (default: every .whl* folder):

@@ -51,7 +51,8 @@ class RunTiming:
                flusher: WorkerProcess | None = None, stager: WorkerProcess | None = None,
                max_calls: int | None = None) -> TimedSession:
         """A timing session for ``worker``; one that ``follows`` another ends with it; a
-        ``flusher`` flushes the shared cache before each of its calls (``session``). A
+        ``flusher`` flushes the shared cache before each of its calls (``session``); ``max_calls``
+        replaces the timing's own (a baseline's may be longer: it keeps no outputs). A
         candidate's CPU clock is read around its untimed steps on the cpu backend, where all its
         work is CPU time (on cuda a thread can queue device work for next to none), and with the
         runtime checks on, the kernel samples where that time goes (``cpu_samples``)."""
