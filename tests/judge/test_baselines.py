@@ -111,9 +111,10 @@ def test_a_real_judge_re_times_a_baseline_that_did_not_settle(judge_config, task
     # Baseline sessions asked to know their medians to a billionth never settle: a judge times its
     # two sessions, pays no speedup over them and says why; a judge soon after uses them as they
     # are (still no speedup); one after RETIME_UNSETTLED_AFTER_S times them again. Each session
-    # goes on past the candidate's max_calls (10) while its median is not known well enough.
+    # goes on past the candidate's max_calls (10) while its median is not known well enough, for
+    # as long as its wall time (target_seconds) allows.
     timing = dataclasses.replace(judge_config().timing, precision=1e-9, baseline_sessions=1,
-                                 max_baseline_sessions=2, max_baseline_calls=30)
+                                 max_baseline_sessions=2, max_baseline_calls=30, target_seconds=5.0)
     judge = Judge(judge_config(timing=timing))
     path = tmp_path / "scale_bias_relu_unsettled.py"
     path.write_text(task.source + f"\n# variant for the unsettled baseline test: {uuid.uuid4()}\n")

@@ -51,9 +51,10 @@ class TimingConfig:
     baseline_sessions: int | None = None
     max_baseline_sessions: int = 5
     # A baseline session's calls may go past ``max_calls``, up to this many, while its median is
-    # not yet known to ``precision`` (and ``target_seconds`` allows): it keeps no outputs, and it
-    # is timed once per task and device, so a fast reference with a few percent of jitter per call
-    # settles by timing longer rather than withholding every candidate's speedup.
+    # not yet known to ``precision`` and ``target_seconds`` of wall time have not passed since it
+    # began: it keeps no outputs, and it is timed once per task and device, so a fast reference
+    # with a few percent of jitter per call settles by timing longer rather than withholding every
+    # candidate's speedup (session.TimedSession).
     max_baseline_calls: int = 2000
     baseline_tolerance: float | None = None
     # cpu backend: torch and OpenMP threads for every model. One by default, because a fork-join

@@ -49,10 +49,10 @@ class RunTiming:
     # -- stage 3 ------------------------------------------------------------------------------
     def _timed(self, worker: WorkerProcess, label: str, keep: bool, follows: TimedSession | None = None,
                flusher: WorkerProcess | None = None, stager: WorkerProcess | None = None,
-               max_calls: int | None = None) -> TimedSession:
+               overtime_calls: int = 0) -> TimedSession:
         """A timing session for ``worker``; one that ``follows`` another ends with it; a
-        ``flusher`` flushes the shared cache before each of its calls (``session``); ``max_calls``
-        replaces the timing's own (a baseline's may be longer: it keeps no outputs). A
+        ``flusher`` flushes the shared cache before each of its calls (``session``); a baseline's
+        may go on past ``max_calls`` up to ``overtime_calls`` (``TimedSession``). A
         candidate's CPU clock is read around its untimed steps on the cpu backend, where all its
         work is CPU time (on cuda a thread can queue device work for next to none), and with the
         runtime checks on, the kernel samples where that time goes (``cpu_samples``)."""
@@ -61,12 +61,13 @@ class RunTiming:
         watch_cpu = not worker.spec.trusted and self.judge.backend == "cpu"
         sampler = self._sampler(worker) if watch_cpu and cfg.runtime_checks else None
         return TimedSession(worker, label, keep=keep, warmup=t.warmup_calls, min_calls=t.min_calls,
-                            max_calls=max_calls or t.max_calls, precision=t.precision, target_seconds=t.target_seconds,
+                            max_calls=t.max_calls, precision=t.precision, target_seconds=t.target_seconds,
                             window=self.judge.backend == "cuda", exchange=self.workers.call, post=self.workers.post,
                             seed=self.run.seed, call_timeout_s=cfg.call_timeout_s,
                             warm_timeout_s=cfg.timing_timeout_s, cores=worker_cores, follows=follows,
                             flusher=flusher, cpu_clock=partial(cpu_seconds, worker.pid) if watch_cpu else None,
-                            stager=stager, arena=self.arena if stager is not None else None, sampler=sampler)
+                            stager=stager, arena=self.arena if stager is not None else None, sampler=sampler,
+                            overtime_calls=overtime_calls)
 
     def _sampler(self, worker: WorkerProcess) -> ProcessSampler | None:
         """The judge's CPU sample record of the candidate's process, or None with the reason in
@@ -297,7 +298,7 @@ class RunTiming:
                         with self.judge.beside_timing():
                             self.workers.call(worker, "run", cfg.timing_timeout_s, {"input_seed": self.run.seed()},
                                               expect={"output": object})
-                    timed = self._timed(worker, label, keep=False, max_calls=max(t.max_calls, t.max_baseline_calls))
+                    timed = self._timed(worker, label, keep=False, overtime_calls=t.max_baseline_calls)
                     self._time_sessions([timed])
                     worker.close()
                     sessions.append(TimingStats.from_session(timed.session, cfg.keep_samples))

@@ -99,9 +99,15 @@ class TimedSession:
                  follows: "TimedSession | None" = None, flusher: "WorkerProcess | None" = None,
                  cpu_clock: Callable[[], float | None] | None = None,
                  stager: "WorkerProcess | None" = None, arena: dict | None = None,
-                 sampler: "ProcessSampler | None" = None):
+                 sampler: "ProcessSampler | None" = None, overtime_calls: int = 0):
         self.worker, self.label, self.keep = worker, label, keep
         self.warmup, self.min_calls, self.max_calls = warmup, min_calls, max_calls
+        # A baseline's session (it keeps no outputs) may go on past max_calls, up to this many,
+        # while its median is less precise than ``precision`` and ``target_seconds`` of wall time
+        # have not passed since it began: a fast reference with a few percent of jitter per call
+        # settles by timing longer, where a slow one's calls (a CPU's cache flush each) stop it.
+        self.overtime_calls = overtime_calls
+        self._began = time.perf_counter()
         self.precision, self.target_seconds, self.use_window = precision, target_seconds, window
         self._exchange, self._post, self._seed = exchange, post, seed
         self.call_timeout_s, self.warm_timeout_s, self.cores = call_timeout_s, warm_timeout_s, cores
@@ -131,7 +137,9 @@ class TimedSession:
         # a refusal (a timing that then claims no speedup), never pay one.
         self._wait = RunqueueWait(f"/proc/{self.worker.pid}/schedstat")
         self._judge_wait = RunqueueWait(f"/proc/self/task/{threading.get_native_id()}/schedstat")
-        message = {"cmd": "time", "max_calls": self.max_calls, "cores": self.cores, "keep": self.keep}
+        self._began = time.perf_counter()
+        message = {"cmd": "time", "max_calls": max(self.max_calls, self.overtime_calls), "cores": self.cores,
+                   "keep": self.keep}
         if self.stager is not None:
             message["arena"] = self.arena
         self._post(self.worker, message)
@@ -203,8 +211,17 @@ class TimedSession:
         self.session.threads_grown += reply["threads"] > 0
         self.seeds.append(seed)
         self.sampled_calls += 1
-        if len(self.seeds) >= self.max_calls:
+        if self._out_of_calls():
             self.done = True
+
+    def _out_of_calls(self) -> bool:
+        """Whether the session has made every call it may: ``max_calls``, or its overtime's
+        (``overtime_calls``) once its wall time is spent. Precision ends a session in overtime as
+        it ends any other."""
+        calls = len(self.seeds)
+        if calls < self.max_calls:
+            return False
+        return calls >= self.overtime_calls or time.perf_counter() - self._began >= self.target_seconds
 
     def _limit(self, timed: bool) -> float:
         # Early calls may compile (torch.compile, lazy module loading): the long limit.
@@ -262,7 +279,7 @@ class TimedSession:
             s.window_ms.append(reply["window_ms"] if reply["window_ms"] is not None else 0.0)
         s.prepare_ms.append(prepare_ms)
         s.go_ms.append(go_ms)
-        if len(self.seeds) >= self.max_calls:  # kept outputs, the sampled calls' too
+        if self._out_of_calls():  # kept outputs, the sampled calls' too
             self.done = True
         elif len(s.call_ms) >= self.min_calls and self.follows is None:
             measured_s = sum(s.host_ms) / 1e3
