@@ -165,10 +165,11 @@ def vary_inputs(inputs: list[Any], seed: int) -> list[Any]:
             try:
                 with torch.no_grad():
                     varied = torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device=x.device)
-                    if widened(x) is x:
+                    wide = widened(x)
+                    if wide is x:
                         torch.mul(x, (1 + INPUT_VARIATION * (2 * noise - 1)).to(x.dtype), out=varied)
                     else:
-                        varied.copy_(widened(x) * (1 + NARROW_INPUT_VARIATION * (2 * noise - 1)))
+                        varied.copy_(wide * (1 + NARROW_INPUT_VARIATION * (2 * noise - 1)))
                 x = varied.requires_grad_() if x.requires_grad else varied
             except RuntimeError:  # elements that share memory: one factor per element cannot be
                 pass
